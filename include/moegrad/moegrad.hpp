@@ -1,0 +1,103 @@
+// moegrad — thin C++ RAII layer over the C API in moegrad.h.
+//
+//   moegrad::Context ctx;                 // env defaults
+//   ctx.set_num_threads(2);
+//   moegrad::GradXExecutor ex(args, ctx); // validate + plan (throws moegrad::Error)
+//   std::vector<std::byte> ws(ex.workspace_bytes());
+//   ex.run(ws.data(), ws.size(), ctx);
+//
+// or in one call: moegrad::grad_x(args, ctx);
+#ifndef MOEGRAD_MOEGRAD_HPP_
+#define MOEGRAD_MOEGRAD_HPP_
+
+#include <moegrad/moegrad.h>
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace moegrad {
+
+// Carries the status and the library's one-line message.
+class Error : public std::runtime_error {
+ public:
+  Error(moegrad_status status, const std::string& message)
+      : std::runtime_error(message), status_(status) {}
+  moegrad_status status() const noexcept { return status_; }
+
+ private:
+  moegrad_status status_;
+};
+
+inline void check(moegrad_status status) {
+  if (status != MOEGRAD_STATUS_SUCCESS) throw Error(status, moegrad_last_error_message());
+}
+
+class Context {
+ public:
+  Context() { check(moegrad_context_create(&ctx_)); }
+  ~Context() { moegrad_context_destroy(ctx_); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  Context(Context&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
+  Context& operator=(Context&& other) noexcept {
+    std::swap(ctx_, other.ctx_);
+    return *this;
+  }
+
+  void set_num_threads(int32_t n) { check(moegrad_context_set_num_threads(ctx_, n)); }
+  int32_t num_threads() const {
+    int32_t n = 0;
+    check(moegrad_context_get_num_threads(ctx_, &n));
+    return n;
+  }
+  void set_isa(moegrad_isa isa) { check(moegrad_context_set_isa(ctx_, isa)); }
+  moegrad_isa isa() const {
+    moegrad_isa isa = MOEGRAD_ISA_AUTO;
+    check(moegrad_context_get_isa(ctx_, &isa));
+    return isa;
+  }
+  void set_fast_bf16(bool enable) { check(moegrad_context_set_fast_bf16(ctx_, enable ? 1 : 0)); }
+
+  moegrad_context* get() const noexcept { return ctx_; }
+
+ private:
+  moegrad_context* ctx_ = nullptr;
+};
+
+// A planned, single-use grad-x run.
+class GradXExecutor {
+ public:
+  GradXExecutor(const moegrad_grad_x_args& args, const Context& ctx) {
+    check(moegrad_grad_x_get_workspace_size(&args, ctx.get(), &workspace_bytes_, &ex_));
+  }
+  ~GradXExecutor() { moegrad_executor_destroy(ex_); }
+  GradXExecutor(const GradXExecutor&) = delete;
+  GradXExecutor& operator=(const GradXExecutor&) = delete;
+  GradXExecutor(GradXExecutor&& other) noexcept
+      : ex_(std::exchange(other.ex_, nullptr)), workspace_bytes_(other.workspace_bytes_) {}
+  GradXExecutor& operator=(GradXExecutor&& other) noexcept {
+    std::swap(ex_, other.ex_);
+    std::swap(workspace_bytes_, other.workspace_bytes_);
+    return *this;
+  }
+
+  std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
+  void run(void* workspace, std::size_t workspace_bytes, const Context& ctx) {
+    check(moegrad_grad_x(workspace, workspace_bytes, ex_, ctx.get()));
+  }
+
+ private:
+  moegrad_executor* ex_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
+// One-shot: plan, allocate, run, free.
+inline void grad_x(const moegrad_grad_x_args& args, const Context& ctx) {
+  check(moegrad_grad_x_run(&args, ctx.get()));
+}
+
+}  // namespace moegrad
+
+#endif  // MOEGRAD_MOEGRAD_HPP_

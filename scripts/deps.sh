@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Sourced by run.sh and test.sh: installs Debian packages idempotently.
+# `apt-get update` runs only when something is missing, and only once.
+
+moegrad_need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then echo sudo; else
+      echo "moegrad: packages are missing and this is not root: install $* yourself" >&2
+      return 1
+    fi
+  fi
+}
+
+# ensure_packages PKG...: install those not yet installed.
+ensure_packages() {
+  local missing=()
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo
+  sudo=$(moegrad_need_root "${missing[@]}") || return 1
+  echo "moegrad: installing ${missing[*]}" >&2
+  if [ -z "${MOEGRAD_APT_UPDATED:-}" ]; then
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null || return 1
+    export MOEGRAD_APT_UPDATED=1
+  fi
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null || return 1
+}
+
+# What the library and the CLI need to build.
+MOEGRAD_BUILD_PACKAGES=(g++ cmake make libdlpack-dev)

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Fresh Debian 12 -> Release build in build/ -> `moegrad run` (the main job).
+# Extra arguments go to `moegrad run`, e.g. scripts/run.sh --dtype bf16.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+ensure_packages "${MOEGRAD_BUILD_PACKAGES[@]}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release \
+  -DMOEGRAD_BUILD_TESTS=OFF -DMOEGRAD_BUILD_BENCH=OFF -DMOEGRAD_BUILD_PYTHON=OFF >/dev/null
+cmake --build build -j"$(nproc)" --target moegrad_cli >/dev/null
+exec build/bin/moegrad run "$@"

@@ -1,0 +1,168 @@
+#include "api/context.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "api/error.h"
+#include "kernels/gemm_kernels.h"
+
+namespace moegrad {
+namespace {
+
+// A pool larger than this is a typo, not a machine.
+constexpr int32_t kMaxThreads = 4096;
+
+int32_t online_cpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 ? static_cast<int32_t>(n < kMaxThreads ? n : kMaxThreads) : 1;
+}
+
+moegrad_status parse_isa(const char* text, moegrad_isa* isa) {
+  static const struct { const char* name; moegrad_isa isa; } kNames[] = {
+      {"auto", MOEGRAD_ISA_AUTO}, {"scalar", MOEGRAD_ISA_SCALAR},
+      {"avx2", MOEGRAD_ISA_AVX2}, {"avx512", MOEGRAD_ISA_AVX512}};
+  for (const auto& n : kNames) {
+    if (std::strcmp(text, n.name) == 0) {
+      *isa = n.isa;
+      return MOEGRAD_STATUS_SUCCESS;
+    }
+  }
+  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT,
+              "MOEGRAD_ISA='%s' is not one of auto, scalar, avx2, avx512", text);
+}
+
+moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
+  if (requested == MOEGRAD_ISA_AUTO) {
+    *resolved = kernels::best_isa();
+    return MOEGRAD_STATUS_SUCCESS;
+  }
+  if (requested != MOEGRAD_ISA_SCALAR && requested != MOEGRAD_ISA_AVX2 &&
+      requested != MOEGRAD_ISA_AVX512)
+    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "isa %d is not a moegrad_isa value",
+                static_cast<int>(requested));
+  if (kernels::gemm_kernels_for(requested) == nullptr)
+    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
+                "isa %s was forced but this CPU/OS does not support it (best available: %s)",
+                moegrad_isa_name(requested), moegrad_isa_name(kernels::best_isa()));
+  *resolved = requested;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+moegrad_status init_context_from_env(moegrad_context* ctx) {
+  ctx->default_threads = online_cpus();
+  if (const char* env = std::getenv("MOEGRAD_NUM_THREADS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    errno = 0;
+    const long n = std::strtol(env, &end, 10);
+    if (errno != 0 || *end != '\0' || n < 1 || n > kMaxThreads)
+      return fail(MOEGRAD_STATUS_INVALID_ARGUMENT,
+                  "MOEGRAD_NUM_THREADS='%s' is not an integer in [1, %d]", env, kMaxThreads);
+    ctx->default_threads = static_cast<int32_t>(n);
+  }
+  ctx->num_threads = ctx->default_threads;
+  moegrad_isa requested = MOEGRAD_ISA_AUTO;
+  if (const char* env = std::getenv("MOEGRAD_ISA"); env != nullptr && *env != '\0') {
+    if (moegrad_status s = parse_isa(env, &requested); s != MOEGRAD_STATUS_SUCCESS) return s;
+  }
+  if (moegrad_status s = resolve_isa(requested, &ctx->default_isa); s != MOEGRAD_STATUS_SUCCESS)
+    return s;
+  ctx->isa = ctx->default_isa;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status default_context(const moegrad_context** ctx) {
+  // Built once; if the environment is invalid every call reports it again.
+  static moegrad_context* instance = nullptr;
+  static moegrad_status status = MOEGRAD_STATUS_SUCCESS;
+  static std::string message;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    instance = new (std::nothrow) moegrad_context;
+    if (instance == nullptr) {
+      status = fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate the default context");
+    } else {
+      status = init_context_from_env(instance);
+    }
+    message = moegrad_last_error_message();
+  });
+  if (status != MOEGRAD_STATUS_SUCCESS) return fail(status, "default context: %s", message.c_str());
+  *ctx = instance;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // namespace moegrad
+
+std::shared_ptr<moegrad::runtime::ThreadPool> moegrad_context::pool() const {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (!pool_ || pool_->size() != num_threads)
+    pool_ = std::make_shared<moegrad::runtime::ThreadPool>(num_threads);
+  return pool_;
+}
+
+using moegrad::fail;
+
+extern "C" {
+
+moegrad_status moegrad_context_create(moegrad_context** ctx) {
+  if (ctx == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_context_create: ctx is NULL");
+  *ctx = nullptr;
+  auto* c = new (std::nothrow) moegrad_context;
+  if (c == nullptr) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate a context");
+  if (moegrad_status s = moegrad::init_context_from_env(c); s != MOEGRAD_STATUS_SUCCESS) {
+    delete c;
+    return s;
+  }
+  *ctx = c;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+void moegrad_context_destroy(moegrad_context* ctx) { delete ctx; }
+
+moegrad_status moegrad_context_set_num_threads(moegrad_context* ctx, int32_t num_threads) {
+  if (ctx == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "set_num_threads: ctx is NULL");
+  if (num_threads < 0 || num_threads > moegrad::kMaxThreads)
+    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "num_threads=%d is not in [0, %d] (0 = default)",
+                num_threads, moegrad::kMaxThreads);
+  ctx->num_threads = num_threads == 0 ? ctx->default_threads : num_threads;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status moegrad_context_get_num_threads(const moegrad_context* ctx, int32_t* num_threads) {
+  if (ctx == nullptr || num_threads == nullptr)
+    return fail(MOEGRAD_STATUS_NULL_POINTER, "get_num_threads: ctx or num_threads is NULL");
+  *num_threads = ctx->num_threads;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status moegrad_context_set_isa(moegrad_context* ctx, moegrad_isa isa) {
+  if (ctx == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "set_isa: ctx is NULL");
+  if (isa == MOEGRAD_ISA_AUTO) {
+    ctx->isa = moegrad::kernels::best_isa();
+    return MOEGRAD_STATUS_SUCCESS;
+  }
+  return moegrad::resolve_isa(isa, &ctx->isa);
+}
+
+moegrad_status moegrad_context_get_isa(const moegrad_context* ctx, moegrad_isa* isa) {
+  if (ctx == nullptr || isa == nullptr)
+    return fail(MOEGRAD_STATUS_NULL_POINTER, "get_isa: ctx or isa is NULL");
+  *isa = ctx->isa;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status moegrad_context_set_fast_bf16(moegrad_context* ctx, int32_t enable) {
+  if (ctx == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "set_fast_bf16: ctx is NULL");
+  if (enable != 0 && enable != 1)
+    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "fast_bf16=%d must be 0 or 1", enable);
+  ctx->fast_bf16 = enable == 1;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // extern "C"

@@ -1,0 +1,33 @@
+// The opaque moegrad_context: settings plus the thread pool that runs them.
+#pragma once
+
+#include <memory>
+#include <mutex>
+
+#include "moegrad/moegrad.h"
+#include "runtime/thread_pool.h"
+
+struct moegrad_context {
+  int32_t num_threads = 1;     // resolved, >= 1
+  int32_t default_threads = 1; // from MOEGRAD_NUM_THREADS or the CPU count
+  moegrad_isa isa = MOEGRAD_ISA_SCALAR;  // resolved, never AUTO
+  moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
+  bool fast_bf16 = false;
+
+  // Created lazily with num_threads threads, rebuilt when that changes.
+  std::shared_ptr<moegrad::runtime::ThreadPool> pool() const;
+
+ private:
+  mutable std::mutex pool_mutex_;
+  mutable std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
+};
+
+namespace moegrad {
+
+// Fills ctx from the environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA).
+moegrad_status init_context_from_env(moegrad_context* ctx);
+
+// The process-wide context used when NULL is passed (created on first use).
+moegrad_status default_context(const moegrad_context** ctx);
+
+}  // namespace moegrad

@@ -1,0 +1,86 @@
+// C entry points of grad-x: validation -> plan -> executor -> driver.
+#include <cstddef>
+#include <cinttypes>
+#include <memory>
+#include <new>
+
+#include "api/context.h"
+#include "api/error.h"
+#include "api/executor.h"
+#include "api/validate.h"
+#include "driver/grad_x_driver.h"
+
+namespace moegrad {
+
+moegrad_status resolve_context(const moegrad_context* ctx, const moegrad_context** out) {
+  if (ctx != nullptr) {
+    *out = ctx;
+    return MOEGRAD_STATUS_SUCCESS;
+  }
+  return default_context(out);
+}
+
+moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex) {
+  if (auto s = resolve_context(ctx, &ctx)) return s;
+  if (auto s = validate_grad_x_args(args, &ex->problem)) return s;
+  const kernels::GemmKernels* k = kernels::gemm_kernels_for(ctx->isa);
+  if (k == nullptr)
+    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU", moegrad_isa_name(ctx->isa));
+  return plan::make_grad_x_plan(ex->problem, *k, ctx->num_threads, &ex->plan);
+}
+
+}  // namespace moegrad
+
+using moegrad::fail;
+
+extern "C" {
+
+moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_x_args* args, const moegrad_context* ctx,
+                                                 size_t* workspace_bytes, moegrad_executor** executor) {
+  if (workspace_bytes == nullptr || executor == nullptr)
+    return fail(MOEGRAD_STATUS_NULL_POINTER, "get_workspace_size: workspace_bytes or executor is NULL");
+  *executor = nullptr;
+  *workspace_bytes = 0;
+  std::unique_ptr<moegrad_executor> ex(new (std::nothrow) moegrad_executor);
+  if (!ex) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate an executor");
+  if (auto s = moegrad::plan_grad_x(args, ctx, ex.get())) return s;
+  *workspace_bytes = ex->plan.workspace_bytes;
+  *executor = ex.release();
+  moegrad::clear_last_error();
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_executor* executor,
+                              const moegrad_context* ctx) {
+  if (executor == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: executor is NULL");
+  if (executor->used)
+    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_grad_x: this executor was already run; plan again");
+  if (workspace_bytes < executor->plan.workspace_bytes)
+    return fail(MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu < %zu reported by get_workspace_size",
+                workspace_bytes, executor->plan.workspace_bytes);
+  if (workspace == nullptr && executor->plan.workspace_bytes > 0)
+    return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: workspace is NULL but %zu bytes are needed",
+                executor->plan.workspace_bytes);
+  if (auto s = moegrad::resolve_context(ctx, &ctx)) return s;
+  if (executor->used.exchange(true))
+    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_grad_x: this executor was already run; plan again");
+  auto pool = ctx->pool();
+  if (auto s = moegrad::driver::run_grad_x(executor->problem, executor->plan, workspace, *pool, ctx->num_threads))
+    return s;
+  moegrad::clear_last_error();
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+void moegrad_executor_destroy(moegrad_executor* executor) { delete executor; }
+
+moegrad_status moegrad_grad_x_run(const moegrad_grad_x_args* args, const moegrad_context* ctx) {
+  size_t bytes = 0;
+  moegrad_executor* raw = nullptr;
+  if (auto s = moegrad_grad_x_get_workspace_size(args, ctx, &bytes, &raw)) return s;
+  std::unique_ptr<moegrad_executor, void (*)(moegrad_executor*)> ex(raw, moegrad_executor_destroy);
+  std::unique_ptr<std::byte[]> ws(new (std::nothrow) std::byte[bytes == 0 ? 1 : bytes]);
+  if (!ws) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate a %zu-byte workspace", bytes);
+  return moegrad_grad_x(ws.get(), bytes, ex.get(), ctx);
+}
+
+}  // extern "C"

@@ -1,0 +1,197 @@
+#include "api/validate.h"
+
+#include <cinttypes>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "api/error.h"
+
+namespace moegrad {
+namespace {
+
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4: dims < 2^31
+
+// Element strides of a tensor (compact row-major when DLPack gives none).
+struct Layout {
+  int64_t shape[3] = {0, 0, 0};
+  int64_t stride[3] = {0, 0, 0};
+  const std::byte* data = nullptr;
+};
+
+// Checks that are the same for every tensor: present, on the CPU, the right
+// rank, one lane, non-negative dims < 2^31, and every element's offset
+// representable. Fills *out.
+moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layout* out) {
+  if (t == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: tensor pointer is NULL", name);
+  if (t->device.device_type != kDLCPU)
+    return fail(MOEGRAD_STATUS_UNSUPPORTED_DEVICE, "%s: device_type %d is not kDLCPU (%d)", name,
+                static_cast<int>(t->device.device_type), static_cast<int>(kDLCPU));
+  if (t->ndim != rank)
+    return fail(MOEGRAD_STATUS_BAD_RANK, "%s must be %d-D, got ndim=%d", name, rank, t->ndim);
+  if (t->dtype.lanes != 1)
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: dtype lanes=%u, only 1 is supported", name,
+                static_cast<unsigned>(t->dtype.lanes));
+  if (t->shape == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: shape is NULL", name);
+  bool empty = false;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t n = t->shape[d];
+    if (n < 0)
+      return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: shape[%d]=%" PRId64 " is negative", name, d, n);
+    if (n > kMaxDim)
+      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: shape[%d]=%" PRId64 " exceeds 2^31-1", name, d, n);
+    out->shape[d] = n;
+    empty = empty || n == 0;
+  }
+  // Strides: given, or compact row-major.
+  int64_t compact = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    out->stride[d] = t->strides != nullptr ? t->strides[d] : compact;
+    if (__builtin_mul_overflow(compact, out->shape[d] == 0 ? 1 : out->shape[d], &compact))
+      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element count overflows int64", name);
+  }
+  const int64_t elem_bytes = (t->dtype.bits + 7) / 8;
+  if (!empty) {
+    // Largest |offset| of any element, in bytes, must fit in int64.
+    int64_t extent = 0;
+    for (int d = 0; d < rank; ++d) {
+      int64_t s = out->stride[d];
+      if (s == std::numeric_limits<int64_t>::min())
+        return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: stride[%d] overflows", name, d);
+      s = s < 0 ? -s : s;
+      int64_t span = 0;
+      if (__builtin_mul_overflow(s, out->shape[d] - 1, &span) ||
+          __builtin_add_overflow(extent, span, &extent))
+        return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element offsets overflow int64", name);
+    }
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(extent, elem_bytes, &bytes) ||
+        __builtin_add_overflow(bytes, static_cast<int64_t>(t->byte_offset), &bytes))
+      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: byte offsets overflow int64", name);
+    if (t->data == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: data is NULL", name);
+  }
+  out->data = static_cast<const std::byte*>(t->data) + t->byte_offset;
+  if (elem_bytes > 0 && reinterpret_cast<uintptr_t>(out->data) % static_cast<uintptr_t>(elem_bytes) != 0)
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
+                "-byte elements", name, elem_bytes);
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+bool is_float_dtype(DLDataType t, DType* out) {
+  if (t.code == kDLFloat && t.bits == 32) { *out = DType::kF32; return true; }
+  if (t.code == kDLFloat && t.bits == 16) { *out = DType::kF16; return true; }
+  if (t.code == kDLBfloat && t.bits == 16) { *out = DType::kBF16; return true; }
+  return false;
+}
+
+moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64) {
+  if (t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
+    *is_int64 = t->dtype.bits == 64;
+    return MOEGRAD_STATUS_SUCCESS;
+  }
+  return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype (code=%u, bits=%u) must be int32 or int64", name,
+              static_cast<unsigned>(t->dtype.code), static_cast<unsigned>(t->dtype.bits));
+}
+
+// grad_x is written, so no two of its elements may share an address: with
+// strides sorted by size, each must step past the whole extent of the smaller.
+bool non_overlapping_2d(const Layout& l) {
+  if (l.shape[0] <= 1 || l.shape[1] <= 1) {
+    const int d = l.shape[0] <= 1 ? 1 : 0;  // the only dim that may have > 1 element
+    return l.shape[d] <= 1 || l.stride[d] > 0;
+  }
+  if (l.stride[0] <= 0 || l.stride[1] <= 0) return false;
+  const int small = l.stride[0] < l.stride[1] ? 0 : 1;
+  const int big = 1 - small;
+  return l.stride[big] / l.shape[small] >= l.stride[small];
+}
+
+}  // namespace
+
+moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out) {
+  if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "args is NULL");
+  Layout gy, w, idx, gl, gx;
+  // §4.1 (with presence, device and layout): ranks.
+  if (auto s = check_tensor(args->grad_y, "grad_y", 2, &gy)) return s;
+  if (auto s = check_tensor(args->weight, "weight", 3, &w)) return s;
+  if (auto s = check_tensor(args->expanded_row_idx, "expanded_row_idx", 1, &idx)) return s;
+  if (auto s = check_tensor(args->group_list, "group_list", 1, &gl)) return s;
+  if (auto s = check_tensor(args->grad_x, "grad_x", 2, &gx)) return s;
+
+  // §4.2 dtypes.
+  DType gy_type, w_type;
+  if (!is_float_dtype(args->grad_y->dtype, &gy_type))
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_y: dtype (code=%u, bits=%u) must be float32, float16 or bfloat16",
+                static_cast<unsigned>(args->grad_y->dtype.code), static_cast<unsigned>(args->grad_y->dtype.bits));
+  if (!is_float_dtype(args->weight->dtype, &w_type))
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "weight: dtype (code=%u, bits=%u) must be float32, float16 or bfloat16",
+                static_cast<unsigned>(args->weight->dtype.code), static_cast<unsigned>(args->weight->dtype.bits));
+  if (gy_type != w_type)
+    return fail(MOEGRAD_STATUS_DTYPE_MISMATCH, "grad_y is %s but weight is %s: they must match",
+                dtype_name(gy_type), dtype_name(w_type));
+  DType gx_type;
+  if (!is_float_dtype(args->grad_x->dtype, &gx_type) || gx_type != DType::kF32)
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_x: dtype (code=%u, bits=%u) must be float32",
+                static_cast<unsigned>(args->grad_x->dtype.code), static_cast<unsigned>(args->grad_x->dtype.bits));
+  bool idx64 = false, gl64 = false;
+  if (auto s = check_index_dtype(args->expanded_row_idx, "expanded_row_idx", &idx64)) return s;
+  if (auto s = check_index_dtype(args->group_list, "group_list", &gl64)) return s;
+
+  // §4.3 shapes agree.
+  const int64_t M = gy.shape[0], N = gy.shape[1];
+  const int64_t G = w.shape[0], K = w.shape[1];
+  if (w.shape[2] != N)
+    return fail(MOEGRAD_STATUS_N_MISMATCH, "grad_y.shape[1]=%" PRId64 " != weight.shape[2]=%" PRId64, N, w.shape[2]);
+  if (gl.shape[0] != G)
+    return fail(MOEGRAD_STATUS_GROUP_COUNT_MISMATCH, "group_list.shape[0]=%" PRId64 " != weight.shape[0]=%" PRId64 " (G)",
+                gl.shape[0], G);
+  if (N == 0 || K == 0 || G == 0)
+    return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "N=%" PRId64 ", K=%" PRId64 ", G=%" PRId64 ": each must be >= 1", N, K, G);
+
+  // §4.5 attributes.
+  if (args->batch <= 0) return fail(MOEGRAD_STATUS_BAD_BATCH, "batch=%" PRId64 " must be > 0", args->batch);
+  if (args->top_k <= 0) return fail(MOEGRAD_STATUS_BAD_TOP_K, "top_k=%" PRId64 " must be > 0", args->top_k);
+  if (args->row_idx_type != 0 && args->row_idx_type != 1)
+    return fail(MOEGRAD_STATUS_BAD_ROW_IDX_TYPE, "row_idx_type=%d must be 0 (expanded->original) or 1 (original->expanded)",
+                args->row_idx_type);
+  if (args->group_list_type != 0 && args->group_list_type != 1)
+    return fail(MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE, "group_list_type=%d must be 0 (count) or 1 (cumsum)",
+                args->group_list_type);
+  int64_t slots = 0;
+  if (__builtin_mul_overflow(args->batch, args->top_k, &slots))
+    return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "batch*top_k = %" PRId64 "*%" PRId64 " overflows int64",
+                args->batch, args->top_k);
+
+  // §4.4 output shape and layout.
+  if (gx.shape[0] != args->batch || gx.shape[1] != K)
+    return fail(MOEGRAD_STATUS_GRAD_X_SHAPE, "grad_x.shape=[%" PRId64 ", %" PRId64 "] but [batch, K]=[%" PRId64 ", %" PRId64 "]",
+                gx.shape[0], gx.shape[1], args->batch, K);
+  if (!non_overlapping_2d(gx))
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "] make elements overlap or are negative",
+                gx.stride[0], gx.stride[1]);
+
+  // §4.7 lengths.
+  const int64_t L = idx.shape[0];
+  if (M > slots)
+    return fail(MOEGRAD_STATUS_M_EXCEEDS_SLOTS, "M=%" PRId64 " (grad_y rows) > batch*top_k=%" PRId64, M, slots);
+  if (args->row_idx_type == 0 && L < M)
+    return fail(MOEGRAD_STATUS_INDEX_TOO_SHORT, "row_idx_type=0 needs expanded_row_idx length L=%" PRId64 " >= M=%" PRId64, L, M);
+  if (args->row_idx_type == 1 && L > slots)
+    return fail(MOEGRAD_STATUS_INDEX_TOO_LONG, "row_idx_type=1 needs expanded_row_idx length L=%" PRId64
+                " <= batch*top_k=%" PRId64, L, slots);
+
+  out->dtype = gy_type;
+  out->M = M; out->N = N; out->K = K; out->G = G;
+  out->batch = args->batch; out->top_k = args->top_k;
+  out->row_idx_type = args->row_idx_type;
+  out->group_list_type = args->group_list_type;
+  out->grad_y = gy.data; out->gy_row = gy.stride[0]; out->gy_col = gy.stride[1];
+  out->weight = w.data; out->w_g = w.stride[0]; out->w_k = w.stride[1]; out->w_n = w.stride[2];
+  out->row_idx = IndexView{idx.data, idx64, L, idx.stride[0]};
+  out->group_list = IndexView{gl.data, gl64, G, gl.stride[0]};
+  out->grad_x = reinterpret_cast<float*>(const_cast<std::byte*>(gx.data));
+  out->gx_row = gx.stride[0]; out->gx_col = gx.stride[1];
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // namespace moegrad

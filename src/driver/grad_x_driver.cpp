@@ -1,0 +1,165 @@
+#include "driver/grad_x_driver.h"
+
+#include <cstddef>
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "driver/gemm_tile.h"
+#include "driver/routing_table.h"
+#include "runtime/fp_env.h"
+
+namespace moegrad::driver {
+namespace {
+
+struct Tables {
+  int32_t* token_of_row;
+  int64_t* group_start;
+};
+
+std::byte* align_workspace(void* workspace) {
+  const auto addr = reinterpret_cast<uintptr_t>(workspace);
+  const uintptr_t aligned = (addr + plan::kWorkspaceAlign - 1) & ~(uintptr_t{plan::kWorkspaceAlign} - 1);
+  return static_cast<std::byte*>(workspace) + (aligned - addr);
+}
+
+template <typename T>
+T* region(std::byte* base, const plan::Region& r, int worker = 0) {
+  return reinterpret_cast<T*>(base + r.offset + static_cast<size_t>(worker) * r.per_worker);
+}
+
+moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan, std::byte* base, Tables* t) {
+  t->token_of_row = region<int32_t>(base, plan.token_of_row);
+  t->group_start = region<int64_t>(base, plan.group_start);
+  if (auto s = build_group_start(p, t->group_start)) return s;
+  return build_token_of_row(p, t->token_of_row);
+}
+
+// Hands out work items 0..count-1 to the pool's workers. Which worker gets
+// which item changes nothing in the result: items write disjoint grad_x.
+template <typename Fn>
+void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& fn) {
+  std::atomic<int64_t> next{0};
+  const int workers = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(count, 1)));
+  pool.run(workers, [&](int worker) {
+    runtime::ScopedIeeeFpEnv fp_env;
+    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < count;
+         item = next.fetch_add(1, std::memory_order_relaxed))
+      fn(item, worker);
+  });
+}
+
+float* grad_x_at(const GradXProblem& p, int64_t b, int64_t k) { return p.grad_x + b * p.gx_row + k * p.gx_col; }
+
+void zero_block(const GradXProblem& p, int64_t t0, int64_t t1, int64_t k0, int64_t kn) {
+  for (int64_t b = t0; b < t1; ++b)
+    for (int64_t k = 0; k < kn; ++k) *grad_x_at(p, b, k0 + k) = 0.0f;
+}
+
+// grad_x[b, k0:k0+kn] += src[0:kn]
+void add_into_grad_x(const GradXProblem& p, const kernels::GemmKernels& k, int64_t b, int64_t k0, int64_t kn,
+                     const float* src) {
+  if (p.gx_col == 1) {
+    k.add_row(grad_x_at(p, b, k0), src, static_cast<size_t>(kn));
+    return;
+  }
+  for (int64_t j = 0; j < kn; ++j) *grad_x_at(p, b, k0 + j) += src[j];
+}
+
+// One work item: tokens [t0, t1) x grad_x columns [k0, k0 + kn).
+void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& t, std::byte* base,
+              int64_t item, int worker) {
+  const int64_t chunk = item / plan.col_blocks, block = item % plan.col_blocks;
+  const int64_t t0 = chunk * plan.tokens_per_chunk;
+  const int64_t t1 = std::min(p.batch, t0 + plan.tokens_per_chunk);
+  const int64_t k0 = block * static_cast<int64_t>(plan.nc);
+  const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
+
+  float* slot = region<float>(base, plan.ring, worker);
+  int32_t* rows = region<int32_t>(base, plan.row_lists, worker);
+  int32_t* tokens = rows + plan.ms;
+  TileScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
+
+  zero_block(p, t0, t1, k0, kn);
+  for (int64_t g = 0; g < p.G; ++g) {
+    int64_t i = t.group_start[g];
+    const int64_t end = t.group_start[g + 1];
+    while (i < end) {
+      // Gather the next (up to ms) rows of this expert whose token is ours.
+      size_t count = 0;
+      for (; i < end && count < plan.ms; ++i) {
+        const int32_t b = t.token_of_row[i];
+        if (b >= t0 && b < t1) {
+          rows[count] = static_cast<int32_t>(i);
+          tokens[count] = b;
+          ++count;
+        }
+      }
+      if (count == 0) break;
+      compute_tile(p, plan, g, rows, count, static_cast<size_t>(k0), static_cast<size_t>(kn), slot, plan.nc,
+                   &scratch);
+      // Scatter-add while the slot is hot, rows in ascending order.
+      for (size_t r = 0; r < count; ++r) add_into_grad_x(p, *plan.kernels, tokens[r], k0, kn, slot + r * plan.nc);
+    }
+  }
+}
+
+}  // namespace
+
+moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, void* workspace,
+                          runtime::ThreadPool& pool, int threads) {
+  std::byte* base = align_workspace(workspace);
+  Tables t{};
+  if (auto s = routing_phase(p, plan, base, &t)) return s;
+  parallel_items(pool, std::min(threads, plan.workers), plan.work_items(),
+                 [&](int64_t item, int worker) { run_item(p, plan, t, base, item, worker); });
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, void* workspace,
+                                   runtime::ThreadPool& pool, int threads, float* d_expanded_x) {
+  std::byte* base = align_workspace(workspace);
+  Tables t{};
+  if (auto s = routing_phase(p, plan, base, &t)) return s;
+  threads = std::min(threads, plan.workers);
+  const size_t K = static_cast<size_t>(p.K);
+
+  // Step 1: grouped GEMM into the full [M, K] intermediate, one item per
+  // (slot of rows, column block).
+  const int64_t row_tiles = (p.M + static_cast<int64_t>(plan.ms) - 1) / static_cast<int64_t>(plan.ms);
+  parallel_items(pool, threads, row_tiles * plan.col_blocks, [&](int64_t item, int worker) {
+    const int64_t i0 = (item / plan.col_blocks) * static_cast<int64_t>(plan.ms);
+    const int64_t k0 = (item % plan.col_blocks) * static_cast<int64_t>(plan.nc);
+    const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
+    const int64_t i1 = std::min(p.M, i0 + static_cast<int64_t>(plan.ms));
+    int32_t* rows = region<int32_t>(base, plan.row_lists, worker);
+    TileScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
+    // Rows of one tile can span experts: one compute_tile per expert segment.
+    const int64_t* gs = t.group_start;
+    int64_t g = std::upper_bound(gs, gs + p.G + 1, i0) - gs - 1;
+    for (int64_t i = i0; i < i1; ++g) {
+      const int64_t seg_end = std::min(i1, gs[g + 1]);
+      if (seg_end == i) continue;
+      for (int64_t r = i; r < seg_end; ++r) rows[r - i] = static_cast<int32_t>(r);
+      compute_tile(p, plan, g, rows, static_cast<size_t>(seg_end - i), static_cast<size_t>(k0),
+                   static_cast<size_t>(kn), d_expanded_x + static_cast<size_t>(i) * K + static_cast<size_t>(k0), K,
+                   &scratch);
+      i = seg_end;
+    }
+  });
+
+  // Step 2: scatter-add (MoeInitRoutingGrad), column blocks in parallel,
+  // rows in ascending order.
+  parallel_items(pool, threads, plan.col_blocks, [&](int64_t block, int) {
+    const int64_t k0 = block * static_cast<int64_t>(plan.nc);
+    const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
+    zero_block(p, 0, p.batch, k0, kn);
+    for (int64_t i = 0; i < p.M; ++i) {
+      const int32_t b = t.token_of_row[i];
+      if (b >= 0) add_into_grad_x(p, *plan.kernels, b, k0, kn, d_expanded_x + static_cast<size_t>(i) * K + k0);
+    }
+  });
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // namespace moegrad::driver

@@ -1,0 +1,26 @@
+#include "driver/nonfused_grad_x.h"
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+#include "api/context.h"
+#include "api/error.h"
+#include "api/executor.h"
+#include "driver/grad_x_driver.h"
+
+namespace moegrad::driver {
+
+moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x) {
+  if (auto s = resolve_context(ctx, &ctx)) return s;
+  moegrad_executor ex;
+  if (auto s = plan_grad_x(&args, ctx, &ex)) return s;
+  if (d_expanded_x == nullptr && ex.problem.M > 0)
+    return fail(MOEGRAD_STATUS_NULL_POINTER, "nonfused_grad_x: d_expanded_x is NULL");
+  std::unique_ptr<std::byte[]> ws(new (std::nothrow) std::byte[ex.plan.workspace_bytes]);
+  if (!ws) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate a %zu-byte workspace", ex.plan.workspace_bytes);
+  auto pool = ctx->pool();
+  return run_nonfused_grad_x(ex.problem, ex.plan, ws.get(), *pool, ctx->num_threads, d_expanded_x);
+}
+
+}  // namespace moegrad::driver

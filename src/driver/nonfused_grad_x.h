@@ -1,0 +1,15 @@
+// The non-fused baseline (grouped GEMM into a full d_expanded_x, then
+// scatter-add), for `moegrad run` / `moegrad bench` comparisons. Not part of
+// the public C API.
+#pragma once
+
+#include "moegrad/moegrad.h"
+
+namespace moegrad::driver {
+
+// Validates and plans like moegrad_grad_x_get_workspace_size, allocates its
+// own workspace, fills d_expanded_x ([M, K] row-major, caller-allocated) and
+// args.grad_x. ctx may be NULL (default context).
+moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x);
+
+}  // namespace moegrad::driver

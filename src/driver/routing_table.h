@@ -1,0 +1,21 @@
+// Routing phase of a run (seed: VectorCalcOriExpandedRowIdx): checks the
+// contents of group_list and expanded_row_idx (SPEC §4.6, §4.8) and inverts
+// the routing into workspace tables. Runs before grad_x is touched, so a bad
+// index leaves grad_x unwritten.
+#pragma once
+
+#include <cstdint>
+
+#include "api/problem.h"
+#include "moegrad/moegrad.h"
+
+namespace moegrad::driver {
+
+// group_start[G + 1]: expert g owns expanded rows [group_start[g], group_start[g+1]).
+moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start);
+
+// token_of_row[M]: the token b = p / top_k of each expanded row, -1 for rows
+// that belong to no token (type 0 padding, type 1 unclaimed rows).
+moegrad_status build_token_of_row(const GradXProblem& p, int32_t* token_of_row);
+
+}  // namespace moegrad::driver

@@ -1,0 +1,18 @@
+#include "kernels/avx512/kernels__avx512f.h"
+
+namespace moegrad::kernels::avx512 {
+
+const GemmKernels& gemm_kernels() {
+  static const GemmKernels table = {
+      MOEGRAD_ISA_AVX512,
+      kMR,
+      kNR,
+      f32_gemm_ukernel_14x32__avx512f,
+      {pack_a_14__avx512f[0], pack_a_14__avx512f[1], pack_a_14__avx512f[2]},
+      {pack_b_32__avx512f[0], pack_b_32__avx512f[1], pack_b_32__avx512f[2]},
+      f32_add_row__avx512f,
+  };
+  return table;
+}
+
+}  // namespace moegrad::kernels::avx512

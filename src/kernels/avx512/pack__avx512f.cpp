@@ -1,0 +1,22 @@
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/avx512/kernels__avx512f.h"
+
+namespace moegrad::kernels::avx512 {
+namespace {
+
+// F16C conversion is exact and gives the same bits as the scalar path.
+inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
+
+#include "kernels/pack_strided.inc"
+
+}  // namespace
+
+const PackAFn pack_a_14__avx512f[kNumDTypes] = {
+    pack_a_strided<DType::kF32>, pack_a_strided<DType::kF16>, pack_a_strided<DType::kBF16>};
+const PackBFn pack_b_32__avx512f[kNumDTypes] = {
+    pack_b_strided<DType::kF32>, pack_b_strided<DType::kF16>, pack_b_strided<DType::kBF16>};
+
+}  // namespace moegrad::kernels::avx512

@@ -1,0 +1,29 @@
+#include <cmath>
+
+#include "kernels/scalar/kernels__scalar.h"
+
+namespace moegrad::kernels::scalar {
+
+// C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1, one chain per element.
+void f32_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float* b_packed, float* c,
+                                  size_t ldc, size_t mr, size_t nr, bool accumulate) {
+  float acc[kMR][kNR] = {};
+  if (accumulate) {
+    for (size_t r = 0; r < mr; ++r)
+      for (size_t j = 0; j < nr; ++j) acc[r][j] = c[r * ldc + j];
+  }
+  for (size_t p = 0; p < kc; ++p) {
+    const float* a = a_packed + p * kMR;
+    const float* b = b_packed + p * kNR;
+    for (size_t r = 0; r < kMR; ++r)
+      for (size_t j = 0; j < kNR; ++j) acc[r][j] = std::fma(a[r], b[j], acc[r][j]);
+  }
+  for (size_t r = 0; r < mr; ++r)
+    for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
+}
+
+void f32_add_row__scalar(float* dst, const float* src, size_t n) {
+  for (size_t j = 0; j < n; ++j) dst[j] += src[j];
+}
+
+}  // namespace moegrad::kernels::scalar

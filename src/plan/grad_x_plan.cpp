@@ -1,0 +1,73 @@
+#include "plan/grad_x_plan.h"
+
+#include <algorithm>
+#include <cinttypes>
+
+#include "api/error.h"
+
+namespace moegrad::plan {
+namespace {
+
+size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+
+// Appends a region to the layout; false on overflow.
+bool place(size_t* cursor, size_t per_worker_bytes, int workers, Region* r) {
+  r->per_worker = round_up(per_worker_bytes, kWorkspaceAlign);
+  size_t total = 0;
+  if (__builtin_mul_overflow(r->per_worker, static_cast<size_t>(workers), &total)) return false;
+  r->offset = *cursor;
+  r->bytes = total;
+  return !__builtin_add_overflow(*cursor, total, cursor);
+}
+
+bool place_shared(size_t* cursor, size_t bytes, Region* r) {
+  r->offset = *cursor;
+  r->bytes = round_up(bytes, kWorkspaceAlign);
+  r->per_worker = 0;
+  return r->bytes >= bytes && !__builtin_add_overflow(*cursor, r->bytes, cursor);
+}
+
+}  // namespace
+
+moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& k, int workers,
+                                GradXPlan* out) {
+  GradXPlan plan;
+  plan.kernels = &k;
+  plan.workers = std::max(workers, 1);
+
+  // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc): a slot of
+  // ~256 rows x 256 columns, a reduction block of 256, so one worker's
+  // slot + panels stay within a 1 MiB L2.
+  const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
+  plan.kc = std::min<size_t>(N, 256);
+  plan.nc = std::min(round_up(K, k.nr), round_up(256, k.nr));
+  plan.ms = round_up(240, k.mr);
+
+  plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
+  // Enough items to keep every worker busy (4 per worker): when K gives too
+  // few column blocks, split the tokens too.
+  const int64_t want_items = 4 * static_cast<int64_t>(plan.workers);
+  plan.chunks = plan.col_blocks >= want_items ? 1 : (want_items + plan.col_blocks - 1) / plan.col_blocks;
+  plan.chunks = std::min<int64_t>(plan.chunks, p.batch);
+  plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
+  plan.chunks = (p.batch + plan.tokens_per_chunk - 1) / plan.tokens_per_chunk;
+
+  const size_t ms_pad = round_up(plan.ms, k.mr), nc_pad = round_up(plan.nc, k.nr);
+  size_t cursor = 0;
+  size_t table_bytes = 0;
+  bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&
+            place_shared(&cursor, table_bytes, &plan.token_of_row) &&
+            place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
+            place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
+            place(&cursor, ms_pad * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
+            place(&cursor, nc_pad * plan.kc * sizeof(float), plan.workers, &plan.b_pack) &&
+            place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
+            !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);
+  if (!ok)
+    return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "workspace size overflows size_t (M=%" PRId64 ", G=%" PRId64 ")",
+                p.M, p.G);
+  *out = plan;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+}  // namespace moegrad::plan

@@ -1,0 +1,63 @@
+// The plan: tiling, the work schedule and the workspace layout, all fixed
+// before execution from the shape, the ISA's register tile and the thread
+// count (seed §2.4). Nothing in it depends on index contents.
+//
+// Schedule. grad_x is split into disjoint work items: a range of tokens (a
+// "chunk") x a range of grad_x columns (a "column block"). The item walks the
+// expanded rows of its tokens in ascending order (grouped by expert, since
+// experts own contiguous row ranges), computes up to `ms` rows at a time into
+// its worker's ring slot, and immediately adds each finished row into grad_x.
+// Because one item owns each grad_x element and walks rows in ascending order,
+// grad_x[b, k] = ((0 + c_i1[k]) + c_i2[k]) + ... (SPEC §5) whatever thread runs
+// it — no atomics, no locks, no dependence on the thread count.
+//
+// Workspace (offsets from a 512-byte aligned base, each region 512-aligned):
+//   token_of_row  int32[M]                 expanded row -> token, -1 = none
+//   group_start   int64[G + 1]             first expanded row of each expert
+//   ring          workers x ms x nc f32    one C tile slot per worker
+//   a_pack        workers x ms_pad x kc    packed grad_y rows (widened to f32)
+//   b_pack        workers x nc_pad x kc    packed weight columns
+//   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
+// plus 511 bytes so any workspace pointer can be aligned. Only token_of_row
+// grows with M.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "api/problem.h"
+#include "kernels/gemm_kernels.h"
+
+namespace moegrad::plan {
+
+struct Region {
+  size_t offset = 0;
+  size_t bytes = 0;       // whole region
+  size_t per_worker = 0;  // bytes per worker (512-multiple), 0 if shared
+};
+
+struct GradXPlan {
+  const kernels::GemmKernels* kernels = nullptr;
+  int workers = 1;
+
+  size_t ms = 0;  // rows per ring slot (multiple of MR)
+  size_t nc = 0;  // columns per column block (multiple of NR)
+  size_t kc = 0;  // reduction (N) block
+
+  int64_t col_blocks = 0;
+  int64_t chunks = 0;
+  int64_t tokens_per_chunk = 0;
+
+  Region token_of_row, group_start, ring, a_pack, b_pack, row_lists;
+  size_t workspace_bytes = 0;  // including alignment slack
+
+  int64_t work_items() const { return col_blocks * chunks; }
+};
+
+inline constexpr size_t kWorkspaceAlign = 512;
+
+// Fails only on size overflow (status + message).
+moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& kernels, int workers,
+                                GradXPlan* out);
+
+}  // namespace moegrad::plan

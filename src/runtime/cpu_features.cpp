@@ -1,0 +1,55 @@
+#include "runtime/cpu_features.h"
+
+#include <cpuid.h>
+#include <unistd.h>
+
+#include <cstdint>
+
+namespace moegrad::runtime {
+namespace {
+
+// XCR0 says which register state the OS saves on context switch; a CPU that
+// has AVX-512 under an OS that does not save ZMM state must not use it.
+uint64_t read_xcr0() {
+  uint32_t eax = 0, edx = 0;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures detect() {
+  CpuFeatures f;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = c & (1u << 27);
+  const bool fma = c & (1u << 12);
+  const bool f16c = c & (1u << 29);
+  const bool avx = c & (1u << 28);
+  if (!osxsave || !avx) return f;
+  const uint64_t xcr0 = read_xcr0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;            // SSE + AVX
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;          // + opmask, ZMM_Hi256, Hi16_ZMM
+  unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  if (max_leaf < 7) return f;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5);
+  const bool avx512f = b & (1u << 16);
+  f.avx2 = avx2 && fma && f16c && ymm_state;
+  f.avx512f = f.avx2 && avx512f && zmm_state;
+  __cpuid_count(7, 1, a, b, c, d);
+  f.avx512bf16 = f.avx512f && (a & (1u << 5));
+
+  const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l1 >= 16 * 1024 && l1 <= 1024 * 1024) f.l1d_bytes = static_cast<int>(l1);
+  if (l2 >= 128 * 1024 && l2 <= 64L * 1024 * 1024) f.l2_bytes = l2;
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+}  // namespace moegrad::runtime

@@ -1,0 +1,61 @@
+#include "runtime/thread_pool.h"
+
+#include <algorithm>
+
+namespace moegrad::runtime {
+
+ThreadPool::ThreadPool(int num_threads) {
+  const int spawn = std::max(num_threads, 1) - 1;
+  threads_.reserve(spawn);
+  for (int i = 0; i < spawn; ++i) threads_.emplace_back([this, i] { worker_loop(i + 1); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  start_cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
+  std::lock_guard<std::mutex> run_lock(run_mutex_);
+  workers = std::clamp(workers, 1, size());
+  if (workers > 1) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    active_ = workers;
+    pending_ = workers - 1;
+    ++generation_;
+  }
+  if (workers > 1) start_cv_.notify_all();
+  fn(0);
+  if (workers > 1) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_cv_.wait(lock, [this] { return pending_ == 0; });
+    job_ = nullptr;
+  }
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      if (index >= active_) continue;
+      job = job_;
+    }
+    (*job)(index);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+}  // namespace moegrad::runtime

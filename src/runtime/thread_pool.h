@@ -1,0 +1,47 @@
+// A small persistent pool. We use our own instead of OpenMP because
+// (1) ThreadSanitizer understands std::thread/condition_variable but not
+// libgomp's barriers, (2) a context owns its threads, so two contexts never
+// fight over one global runtime, and (3) the work split is ours anyway: the
+// determinism contract never depends on which thread does which work item.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace moegrad::runtime {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the calling thread: num_threads - 1 are spawned.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(threads_.size()) + 1; }
+
+  // Calls fn(w) for w in [0, workers) concurrently (w = 0 on the caller) and
+  // returns when all have returned. workers is clamped to [1, size()]. fn must
+  // not throw. Concurrent calls are serialised.
+  void run(int workers, const std::function<void(int)>& fn);
+
+ private:
+  void worker_loop(int index);
+
+  std::mutex run_mutex_;  // one run at a time
+  std::mutex mutex_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  const std::function<void(int)>* job_ = nullptr;
+  int active_ = 0;          // workers taking part in the current job
+  int pending_ = 0;         // background workers yet to finish it
+  uint64_t generation_ = 0; // bumped per job
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace moegrad::runtime

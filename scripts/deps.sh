@@ -32,3 +32,5 @@ ensure_packages() {
 
 # What the library and the CLI need to build.
 MOEGRAD_BUILD_PACKAGES=(g++ cmake make libdlpack-dev)
+# What the tests need on top.
+MOEGRAD_TEST_PACKAGES=(googletest libgtest-dev libgmock-dev)

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "driver/gemm_tile.h"
+#include "driver/packed_gemm.h"
 #include "driver/routing_table.h"
 #include "runtime/fp_env.h"
 
@@ -49,6 +49,17 @@ void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& 
   });
 }
 
+// The grad-x GEMM of expert g: A = grad_y [M, N], B = weight[g] seen as [K, N].
+void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows, size_t count,
+                 int64_t k0, int64_t kn, float* c, size_t ldc, PackScratch* scratch) {
+  const GemmBlocking blk{plan.kernels, p.dtype, plan.kc};
+  const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
+  const auto* w_g = static_cast<const std::byte*>(p.weight) + g * p.w_g * dtype_bytes(p.dtype);
+  const GemmOperand b{w_g, p.w_k, p.w_n};
+  packed_gemm_tile(blk, a, rows, count, b, static_cast<size_t>(k0), static_cast<size_t>(kn), 0, p.N, c, ldc,
+                   scratch, g);
+}
+
 float* grad_x_at(const GradXProblem& p, int64_t b, int64_t k) { return p.grad_x + b * p.gx_row + k * p.gx_col; }
 
 void zero_block(const GradXProblem& p, int64_t t0, int64_t t1, int64_t k0, int64_t kn) {
@@ -78,7 +89,7 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   float* slot = region<float>(base, plan.ring, worker);
   int32_t* rows = region<int32_t>(base, plan.row_lists, worker);
   int32_t* tokens = rows + plan.ms;
-  TileScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
+  PackScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
 
   zero_block(p, t0, t1, k0, kn);
   for (int64_t g = 0; g < p.G; ++g) {
@@ -96,8 +107,7 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
         }
       }
       if (count == 0) break;
-      compute_tile(p, plan, g, rows, count, static_cast<size_t>(k0), static_cast<size_t>(kn), slot, plan.nc,
-                   &scratch);
+      grad_x_tile(p, plan, g, rows, count, k0, kn, slot, plan.nc, &scratch);
       // Scatter-add while the slot is hot, rows in ascending order.
       for (size_t r = 0; r < count; ++r) add_into_grad_x(p, *plan.kernels, tokens[r], k0, kn, slot + r * plan.nc);
     }
@@ -133,17 +143,16 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
     const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
     const int64_t i1 = std::min(p.M, i0 + static_cast<int64_t>(plan.ms));
     int32_t* rows = region<int32_t>(base, plan.row_lists, worker);
-    TileScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
-    // Rows of one tile can span experts: one compute_tile per expert segment.
+    PackScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
+    // Rows of one tile can span experts: one tile per expert segment.
     const int64_t* gs = t.group_start;
     int64_t g = std::upper_bound(gs, gs + p.G + 1, i0) - gs - 1;
     for (int64_t i = i0; i < i1; ++g) {
       const int64_t seg_end = std::min(i1, gs[g + 1]);
       if (seg_end == i) continue;
       for (int64_t r = i; r < seg_end; ++r) rows[r - i] = static_cast<int32_t>(r);
-      compute_tile(p, plan, g, rows, static_cast<size_t>(seg_end - i), static_cast<size_t>(k0),
-                   static_cast<size_t>(kn), d_expanded_x + static_cast<size_t>(i) * K + static_cast<size_t>(k0), K,
-                   &scratch);
+      grad_x_tile(p, plan, g, rows, static_cast<size_t>(seg_end - i), k0, kn,
+                  d_expanded_x + static_cast<size_t>(i) * K + static_cast<size_t>(k0), K, &scratch);
       i = seg_end;
     }
   });

@@ -1,0 +1,42 @@
+#include "driver/packed_gemm.h"
+
+#include <algorithm>
+
+namespace moegrad::driver {
+
+void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
+                      const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
+                      size_t ldc, PackScratch* scratch, int64_t b_key) {
+  const kernels::GemmKernels& k = *blk.kernels;
+  const int dt = static_cast<int>(blk.dtype);
+  const size_t total = static_cast<size_t>(len);
+  const bool single_block = total <= blk.kc;
+  if (total == 0) {  // an empty reduction is +0.0 (the start of every chain)
+    for (size_t r = 0; r < count; ++r) std::fill(c + r * ldc, c + r * ldc + cols, 0.0f);
+    return;
+  }
+  for (size_t pc = 0; pc < total; pc += blk.kc) {
+    const size_t kc = std::min(blk.kc, total - pc);
+    const size_t n0 = static_cast<size_t>(p0) + pc;
+    // B panel: cols columns, [kc][NR] per micro-panel.
+    if (!(single_block && b_key >= 0 && scratch->b_key == b_key)) {
+      for (size_t jr = 0; jr < cols; jr += k.nr)
+        k.pack_b[dt](b.data, b.outer_stride, b.reduce_stride, j0 + jr, std::min(k.nr, cols - jr), n0, kc,
+                     scratch->b_pack + (jr / k.nr) * kc * k.nr);
+      scratch->b_key = single_block ? b_key : -1;
+    }
+    // A panel: the gathered rows, [kc][MR] per micro-panel.
+    for (size_t ir = 0; ir < count; ir += k.mr)
+      k.pack_a[dt](a.data, a.outer_stride, a.reduce_stride, rows + ir, std::min(k.mr, count - ir), n0, kc,
+                   scratch->a_pack + (ir / k.mr) * kc * k.mr);
+    // The B micro-panel stays in L1 while A micro-panels stream past it.
+    for (size_t jr = 0; jr < cols; jr += k.nr) {
+      const float* bp = scratch->b_pack + (jr / k.nr) * kc * k.nr;
+      for (size_t ir = 0; ir < count; ir += k.mr)
+        k.ukernel(kc, scratch->a_pack + (ir / k.mr) * kc * k.mr, bp, c + ir * ldc + jr, ldc,
+                  std::min(k.mr, count - ir), std::min(k.nr, cols - jr), pc > 0);
+    }
+  }
+}
+
+}  // namespace moegrad::driver

@@ -1,0 +1,46 @@
+// The one GEMM engine of moegrad (BLIS's macro-kernel): packing and
+// micro-kernel loops around one output tile. grad-x, the non-fused path and
+// the other operators all describe their operands with GemmOperand and call
+// packed_gemm_tile, so they share the kernels and the FMA order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/gemm_kernels.h"
+
+namespace moegrad::driver {
+
+// A matrix seen as [outer, reduce]: element (o, p) at data + o*outer_stride +
+// p*reduce_stride (element strides, any sign).
+struct GemmOperand {
+  const void* data;
+  int64_t outer_stride;
+  int64_t reduce_stride;
+};
+
+// Per-worker packing buffers carved from a workspace.
+struct PackScratch {
+  float* a_pack;  // >= round_up(rows, MR) * kc floats
+  float* b_pack;  // >= round_up(cols, NR) * kc floats
+  // Identifies the B panel b_pack holds when the whole reduction fits one kc
+  // block, so consecutive tiles with the same B skip repacking (-1: none).
+  int64_t b_key = -1;
+};
+
+struct GemmBlocking {
+  const kernels::GemmKernels* kernels;
+  DType dtype;
+  size_t kc;  // reduction block
+};
+
+// c[r, j] = sum_{p in [p0, p0 + len)} A[rows[r], p] * B[j0 + j, p] for
+// r < count, j < cols, as one fp32 FMA chain per element in ascending p,
+// starting at +0.0 (SPEC §5). c has leading dimension ldc. b_key: a caller's
+// name for this B panel (>= 0 enables reuse across calls), or -1.
+void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
+                      const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
+                      size_t ldc, PackScratch* scratch, int64_t b_key);
+
+}  // namespace moegrad::driver

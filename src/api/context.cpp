@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <string>
 #include <new>
 #include <thread>
 
@@ -74,7 +76,7 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (moegrad_status s = resolve_isa(requested, &ctx->default_isa); s != MOEGRAD_STATUS_SUCCESS)
     return s;
   ctx->isa = ctx->default_isa;
-  return MOEGRAD_STATUS_SUCCESS;
+  return ctx->resize_pool();
 }
 
 moegrad_status default_context(const moegrad_context** ctx) {
@@ -101,9 +103,18 @@ moegrad_status default_context(const moegrad_context** ctx) {
 
 std::shared_ptr<moegrad::runtime::ThreadPool> moegrad_context::pool() const {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (!pool_ || pool_->size() != num_threads)
-    pool_ = std::make_shared<moegrad::runtime::ThreadPool>(num_threads);
   return pool_;
+}
+
+moegrad_status moegrad_context::resize_pool() {
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (pool_ && pool_->size() == num_threads) return MOEGRAD_STATUS_SUCCESS;
+  try {
+    pool_ = std::make_shared<moegrad::runtime::ThreadPool>(num_threads);
+  } catch (const std::exception& e) {  // bad_alloc, or std::system_error from std::thread
+    return moegrad::fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot start a pool of %d threads: %s", num_threads, e.what());
+  }
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 using moegrad::fail;
@@ -130,7 +141,12 @@ moegrad_status moegrad_context_set_num_threads(moegrad_context* ctx, int32_t num
   if (num_threads < 0 || num_threads > moegrad::kMaxThreads)
     return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "num_threads=%d is not in [0, %d] (0 = default)",
                 num_threads, moegrad::kMaxThreads);
+  const int32_t previous = ctx->num_threads;
   ctx->num_threads = num_threads == 0 ? ctx->default_threads : num_threads;
+  if (auto s = ctx->resize_pool()) {
+    ctx->num_threads = previous;
+    return s;
+  }
   return MOEGRAD_STATUS_SUCCESS;
 }
 

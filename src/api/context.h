@@ -14,12 +14,14 @@ struct moegrad_context {
   moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
   bool fast_bf16 = false;
 
-  // Created lazily with num_threads threads, rebuilt when that changes.
+  // The pool of num_threads threads (rebuilt by set_num_threads when that
+  // changes, so a run itself never allocates).
   std::shared_ptr<moegrad::runtime::ThreadPool> pool() const;
+  moegrad_status resize_pool();
 
  private:
   mutable std::mutex pool_mutex_;
-  mutable std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
+  std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
 };
 
 namespace moegrad {

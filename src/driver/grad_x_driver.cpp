@@ -41,12 +41,13 @@ template <typename Fn>
 void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& fn) {
   std::atomic<int64_t> next{0};
   const int workers = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(count, 1)));
-  pool.run(workers, [&](int worker) {
+  auto body = [&](int worker) {
     runtime::ScopedIeeeFpEnv fp_env;
     for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < count;
          item = next.fetch_add(1, std::memory_order_relaxed))
       fn(item, worker);
-  });
+  };
+  pool.run(workers, body);
 }
 
 // The grad-x GEMM of expert g: A = grad_y [M, N], B = weight[g] seen as [K, N].

@@ -19,29 +19,29 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::run(int workers, const std::function<void(int)>& fn) {
+void ThreadPool::run(int workers, Job job) {
   std::lock_guard<std::mutex> run_lock(run_mutex_);
   workers = std::clamp(workers, 1, size());
   if (workers > 1) {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
+    job_ = job;
     active_ = workers;
     pending_ = workers - 1;
     ++generation_;
   }
   if (workers > 1) start_cv_.notify_all();
-  fn(0);
+  job.fn(job.ctx, 0);
   if (workers > 1) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
+    job_ = Job{};
   }
 }
 
 void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job = nullptr;
+    Job job{};
     {
       std::unique_lock<std::mutex> lock(mutex_);
       start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -50,7 +50,7 @@ void ThreadPool::worker_loop(int index) {
       if (index >= active_) continue;
       job = job_;
     }
-    (*job)(index);
+    job.fn(job.ctx, index);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (--pending_ == 0) done_cv_.notify_one();

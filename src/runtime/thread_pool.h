@@ -7,7 +7,6 @@
 
 #include <condition_variable>
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,10 +23,22 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(threads_.size()) + 1; }
 
-  // Calls fn(w) for w in [0, workers) concurrently (w = 0 on the caller) and
-  // returns when all have returned. workers is clamped to [1, size()]. fn must
-  // not throw. Concurrent calls are serialised.
-  void run(int workers, const std::function<void(int)>& fn);
+  // A borrowed callable (no allocation, unlike std::function): fn(ctx, w).
+  struct Job {
+    void (*fn)(void* ctx, int worker);
+    void* ctx;
+  };
+
+  // Calls job.fn(job.ctx, w) for w in [0, workers) concurrently (w = 0 on the
+  // caller) and returns when all have returned. workers is clamped to
+  // [1, size()]. The job must not throw. Concurrent calls are serialised.
+  void run(int workers, Job job);
+
+  // Same, for any callable f(int worker); f is borrowed, not copied.
+  template <typename F>
+  void run(int workers, F& f) {
+    run(workers, Job{[](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f});
+  }
 
  private:
   void worker_loop(int index);
@@ -36,7 +47,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
+  Job job_{};
   int active_ = 0;          // workers taking part in the current job
   int pending_ = 0;         // background workers yet to finish it
   uint64_t generation_ = 0; // bumped per job

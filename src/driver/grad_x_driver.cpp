@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "driver/packed_gemm.h"
+#include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "runtime/fp_env.h"
 
@@ -33,21 +34,6 @@ moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan,
   t->group_start = region<int64_t>(base, plan.group_start);
   if (auto s = build_group_start(p, t->group_start)) return s;
   return build_token_of_row(p, t->token_of_row);
-}
-
-// Hands out work items 0..count-1 to the pool's workers. Which worker gets
-// which item changes nothing in the result: items write disjoint grad_x.
-template <typename Fn>
-void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& fn) {
-  std::atomic<int64_t> next{0};
-  const int workers = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(count, 1)));
-  auto body = [&](int worker) {
-    runtime::ScopedIeeeFpEnv fp_env;
-    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < count;
-         item = next.fetch_add(1, std::memory_order_relaxed))
-      fn(item, worker);
-  };
-  pool.run(workers, body);
 }
 
 // The grad-x GEMM of expert g: A = grad_y [M, N], B = weight[g] seen as [K, N].

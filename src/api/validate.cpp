@@ -6,22 +6,10 @@
 #include <limits>
 
 #include "api/error.h"
+#include "api/tensor_check.h"
 
 namespace moegrad {
-namespace {
 
-constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4: dims < 2^31
-
-// Element strides of a tensor (compact row-major when DLPack gives none).
-struct Layout {
-  int64_t shape[3] = {0, 0, 0};
-  int64_t stride[3] = {0, 0, 0};
-  const std::byte* data = nullptr;
-};
-
-// Checks that are the same for every tensor: present, on the CPU, the right
-// rank, one lane, non-negative dims < 2^31, and every element's offset
-// representable. Fills *out.
 moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layout* out) {
   if (t == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: tensor pointer is NULL", name);
   if (t->device.device_type != kDLCPU)
@@ -92,6 +80,8 @@ moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_i
   return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype (code=%u, bits=%u) must be int32 or int64", name,
               static_cast<unsigned>(t->dtype.code), static_cast<unsigned>(t->dtype.bits));
 }
+
+namespace {
 
 // grad_x is written, so no two of its elements may share an address: with
 // strides sorted by size, each must step past the whole extent of the smaller.

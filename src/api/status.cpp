@@ -59,6 +59,18 @@ const char* moegrad_status_string(moegrad_status status) {
     case MOEGRAD_STATUS_ISA_UNAVAILABLE: return "MOEGRAD_STATUS_ISA_UNAVAILABLE: this CPU cannot run the requested ISA";
     case MOEGRAD_STATUS_OUT_OF_MEMORY: return "MOEGRAD_STATUS_OUT_OF_MEMORY: allocation failed";
     case MOEGRAD_STATUS_INTERNAL: return "MOEGRAD_STATUS_INTERNAL: internal error (a bug)";
+    /* layer operators (moegrad_layer.h) */
+    case MOEGRAD_STATUS_EXECUTOR_KIND: return "MOEGRAD_STATUS_EXECUTOR_KIND: executor was planned for another operator";
+    case MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE: return "MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE: an expert index is outside [0, G)";
+    case MOEGRAD_STATUS_BAD_ACTIVE_NUM: return "MOEGRAD_STATUS_BAD_ACTIVE_NUM: active_num must be -1 (no limit) or >= 0";
+    case MOEGRAD_STATUS_BAD_CAPACITY: return "MOEGRAD_STATUS_BAD_CAPACITY: capacity must be -1 (no limit) or >= 0";
+    case MOEGRAD_STATUS_OUTPUT_SHAPE: return "MOEGRAD_STATUS_OUTPUT_SHAPE: an output's shape differs from what the inputs imply";
+    case MOEGRAD_STATUS_BATCH_MISMATCH: return "MOEGRAD_STATUS_BATCH_MISMATCH: expert_idx.shape[0] != x.shape[0]";
+    case MOEGRAD_STATUS_K_MISMATCH: return "MOEGRAD_STATUS_K_MISMATCH: x.shape[1] != weight.shape[1]";
+    case MOEGRAD_STATUS_M_MISMATCH: return "MOEGRAD_STATUS_M_MISMATCH: x.shape[0] != grad_y.shape[0]";
+    case MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32: return "MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32: accumulating needs a float32 grad_weight";
+    case MOEGRAD_STATUS_BAD_ACCUMULATE: return "MOEGRAD_STATUS_BAD_ACCUMULATE: accumulate must be 0 or 1";
+    case MOEGRAD_STATUS_ALIASING: return "MOEGRAD_STATUS_ALIASING: an output overlaps an input or another output";
   }
   return "MOEGRAD_STATUS_UNKNOWN: not a moegrad status";
 }

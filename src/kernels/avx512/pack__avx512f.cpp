@@ -1,22 +1,92 @@
+// Packing for the 14x32 AVX-512 micro-kernel, widening to f32 on the way.
+// Contiguous reductions (the common case: row-major grad_y, weight [G, K, N])
+// go through 16x16 register transposes; a weight whose K is contiguous (a
+// [G, N, K] buffer viewed transposed) is a straight copy; anything else takes
+// the strided element loop. All give the same values, hence the same bits.
 #include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/avx512/kernels__avx512f.h"
+#include "kernels/avx512/widen__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {
 
-// F16C conversion is exact and gives the same bits as the scalar path.
 inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 #include "kernels/pack_strided.inc"
 
+// Loads up to 16 rows x q (<= 16) reduction elements starting at column n of
+// each row; rows >= count are zero.
+template <DType T>
+inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m512 r[16]) {
+  for (size_t i = 0; i < 16; ++i) {
+    if (i >= count) {
+      r[i] = _mm512_setzero_ps();
+    } else if (q == 16) {
+      r[i] = load16_widened<T>(src, row_offsets[i] + n);
+    } else {
+      r[i] = load_partial_widened<T>(src, row_offsets[i] + n, q);
+    }
+  }
+}
+
+// A[p][r] = grad_y[rows[r], n0 + p]
+template <DType T>
+void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
+            size_t kc, float* a_packed) {
+  if (col_stride != 1) return pack_a_strided<T>(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
+  int64_t offsets[16];
+  for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << kMR) - 1u);
+  __m512 v[16];
+  for (size_t p = 0; p < kc; p += 16) {
+    const size_t q = kc - p < 16 ? kc - p : 16;
+    load_rows<T>(src, offsets, mr, static_cast<int64_t>(n0 + p), q, v);
+    transpose16x16(v);
+    for (size_t j = 0; j < q; ++j) _mm512_mask_storeu_ps(a_packed + (p + j) * kMR, row_mask, v[j]);
+  }
+}
+
+// B[p][c] = weight_g[k0 + c, n0 + p]
+template <DType T>
+void pack_b(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr, size_t n0, size_t kc,
+            float* b_packed) {
+  if (n_stride == 1) {
+    for (size_t half = 0; half < kNR; half += 16) {
+      const size_t count = nr > half ? (nr - half < 16 ? nr - half : 16) : 0;
+      int64_t offsets[16];
+      for (size_t c = 0; c < count; ++c) offsets[c] = static_cast<int64_t>(k0 + half + c) * k_stride;
+      __m512 v[16];
+      for (size_t p = 0; p < kc; p += 16) {
+        const size_t q = kc - p < 16 ? kc - p : 16;
+        load_rows<T>(src, offsets, count, static_cast<int64_t>(n0 + p), q, v);
+        transpose16x16(v);
+        for (size_t j = 0; j < q; ++j) _mm512_store_ps(b_packed + (p + j) * kNR + half, v[j]);
+      }
+    }
+    return;
+  }
+  if (k_stride == 1) {
+    for (size_t p = 0; p < kc; ++p) {
+      const int64_t row = static_cast<int64_t>(n0 + p) * n_stride + static_cast<int64_t>(k0);
+      for (size_t half = 0; half < kNR; half += 16) {
+        const size_t count = nr > half ? (nr - half < 16 ? nr - half : 16) : 0;
+        const __m512 v = count == 16  ? load16_widened<T>(src, row + static_cast<int64_t>(half))
+                         : count == 0 ? _mm512_setzero_ps()
+                                      : load_partial_widened<T>(src, row + static_cast<int64_t>(half), count);
+        _mm512_store_ps(b_packed + p * kNR + half, v);
+      }
+    }
+    return;
+  }
+  pack_b_strided<T>(src, k_stride, n_stride, k0, nr, n0, kc, b_packed);
+}
+
 }  // namespace
 
-const PackAFn pack_a_14__avx512f[kNumDTypes] = {
-    pack_a_strided<DType::kF32>, pack_a_strided<DType::kF16>, pack_a_strided<DType::kBF16>};
-const PackBFn pack_b_32__avx512f[kNumDTypes] = {
-    pack_b_strided<DType::kF32>, pack_b_strided<DType::kF16>, pack_b_strided<DType::kBF16>};
+const PackAFn pack_a_14__avx512f[kNumDTypes] = {pack_a<DType::kF32>, pack_a<DType::kF16>, pack_a<DType::kBF16>};
+const PackBFn pack_b_32__avx512f[kNumDTypes] = {pack_b<DType::kF32>, pack_b<DType::kF16>, pack_b<DType::kBF16>};
 
 }  // namespace moegrad::kernels::avx512

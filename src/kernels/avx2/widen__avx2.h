@@ -1,0 +1,54 @@
+// Loads of 8 elements widened to f32 (exact: F16C for f16, a shift for bf16)
+// and an 8x8 transpose, for the AVX2 packing routines (namespace avx2 only).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "common/dtype.h"
+
+namespace moegrad::kernels::avx2 {
+
+template <DType T>
+inline __m256 load8_widened(const void* base, int64_t offset) {
+  if constexpr (T == DType::kF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + offset);
+  } else {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + offset));
+    if constexpr (T == DType::kF16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+// The first n < 8 elements, zeros after; never reads past them.
+template <DType T>
+inline __m256 load_partial_widened(const void* base, int64_t offset, size_t n) {
+  using Elem = std::conditional_t<T == DType::kF32, float, uint16_t>;
+  alignas(32) Elem tmp[8] = {};
+  const Elem* src = static_cast<const Elem*>(base) + offset;
+  for (size_t i = 0; i < n; ++i) tmp[i] = src[i];
+  return load8_widened<T>(tmp, 0);
+}
+
+// In-register transpose of an 8x8 f32 block: r[i] lane j <-> r[j] lane i.
+inline void transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+  }
+}
+
+}  // namespace moegrad::kernels::avx2

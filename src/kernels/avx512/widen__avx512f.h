@@ -1,0 +1,67 @@
+// Loads of 16 elements widened to f32 (exact for f16 via F16C and for bf16 by
+// a shift), and a 16x16 transpose: the building blocks of the packing
+// routines. Only for AVX-512F translation units (namespace avx512).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "common/dtype.h"
+
+namespace moegrad::kernels::avx512 {
+
+template <DType T>
+inline __m512 load16_widened(const void* base, int64_t offset) {
+  if constexpr (T == DType::kF32) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + offset);
+  } else {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + offset));
+    if constexpr (T == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// The first n < 16 elements, zeros after; never reads past them.
+template <DType T>
+inline __m512 load_partial_widened(const void* base, int64_t offset, size_t n) {
+  if constexpr (T == DType::kF32) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), static_cast<const float*>(base) + offset);
+  } else {
+    alignas(32) uint16_t tmp[16] = {};
+    const uint16_t* src = static_cast<const uint16_t*>(base) + offset;
+    for (size_t i = 0; i < n; ++i) tmp[i] = src[i];
+    return load16_widened<T>(tmp, 0);
+  }
+}
+
+// In-register transpose of a 16x16 f32 block: r[i] lane j <-> r[j] lane i.
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+    r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+  }
+  // Now r[4a + b] holds, in each 128-bit lane L, column 4L + b of rows 4a..4a+3
+  // (for rows in 128-bit lane order). Two lane shuffles finish the job.
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);       // lanes 0,2 of each
+    t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);   // lanes 1,3
+    t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
+    t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+    r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
+    r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+}  // namespace moegrad::kernels::avx512

@@ -1,0 +1,32 @@
+// moe_init_routing_grad: the non-fused scatter-add d_expanded_x -> d_x
+// (MoeInitRoutingGrad), the baseline the fused grad-x replaces.
+//
+//   grad_x[b, k] = ((0 + d[i1, k]) + d[i2, k]) + ...   rows i1 < i2 < ... of token b
+//
+// Schedule: items (token chunk, column block); each item owns its grad_x
+// block and walks all expanded rows in ascending order (SPEC §5).
+#pragma once
+
+#include "api/problem.h"
+#include "ops/op.h"
+#include "ops/workspace.h"
+
+namespace moegrad::ops {
+
+class MoeInitRoutingGradOp final : public Op {
+ public:
+  OpKind kind() const override { return OpKind::kMoeInitRoutingGrad; }
+  moegrad_status init(const moegrad_moe_init_routing_grad_args* args, const kernels::GemmKernels& k, int workers);
+  moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
+
+ private:
+  void run_block(std::byte* base, const int32_t* token_of_row, int64_t item, int worker) const;
+
+  GradXProblem problem_;  // grad_y = d_expanded_x; weight, group_list unused
+  const kernels::GemmKernels* kernels_ = nullptr;
+  size_t nc_ = 0;
+  int64_t col_blocks_ = 0, tokens_per_chunk_ = 0, chunks_ = 0;
+  Slot token_of_row_, row_buffer_;
+};
+
+}  // namespace moegrad::ops

@@ -1,0 +1,43 @@
+// The common shape of a layer operator (moegrad_layer.h): validate + plan
+// once (init), run once. The C entry points in op_api.cpp wrap every
+// operator the same way, with the same checks and messages as grad-x.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "kernels/gemm_kernels.h"
+#include "moegrad/moegrad_layer.h"
+#include "runtime/thread_pool.h"
+
+namespace moegrad::ops {
+
+enum class OpKind { kMoeInitRouting, kGroupedMatmul, kGroupedMatmulWeightGrad, kMoeInitRoutingGrad };
+
+// "moe_init_routing", ...
+const char* op_name(OpKind kind);
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual OpKind kind() const = 0;
+  // workspace: at least workspace_bytes(), any alignment. Checks contents
+  // (indices, group lists) before writing any output.
+  virtual moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const = 0;
+
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  int workers() const { return workers_; }
+
+ protected:
+  size_t workspace_bytes_ = 0;
+  int workers_ = 1;  // planned (per-worker regions booked for this many)
+};
+
+}  // namespace moegrad::ops
+
+// The opaque executor of moegrad_layer.h.
+struct moegrad_op_executor {
+  std::unique_ptr<moegrad::ops::Op> op;
+  std::atomic<bool> used{false};  // single use, even across threads
+};

@@ -1,0 +1,134 @@
+#include "ops/tensor_rules.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <string>
+
+#include "api/error.h"
+#include "driver/routing_table.h"
+
+namespace moegrad::ops {
+
+bool Tensor::empty() const {
+  for (int d = 0; d < rank; ++d)
+    if (layout.shape[d] == 0) return true;
+  return false;
+}
+
+namespace {
+
+moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tensor* out) {
+  out->name = name;
+  out->rank = rank;
+  if (auto s = check_tensor(t, name, rank, &out->layout)) return s;
+  out->elem_bytes = (t->dtype.bits + 7) / 8;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+// [first, last] byte addresses the tensor's elements touch.
+void byte_range(const Tensor& t, uintptr_t* first, uintptr_t* last) {
+  intptr_t lo = 0, hi = 0;
+  for (int d = 0; d < t.rank; ++d) {
+    const intptr_t span = static_cast<intptr_t>(t.stride(d)) * (t.dim(d) - 1) * t.elem_bytes;
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(t.data());
+  *first = base + static_cast<uintptr_t>(lo);
+  *last = base + static_cast<uintptr_t>(hi) + static_cast<uintptr_t>(t.elem_bytes) - 1;
+}
+
+}  // namespace
+
+moegrad_status check_float_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, DType* dtype) {
+  if (auto s = check_common(t, name, rank, out)) return s;
+  if (!is_float_dtype(t->dtype, dtype))
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype (code=%u, bits=%u) must be float32, float16 or bfloat16", name,
+                static_cast<unsigned>(t->dtype.code), static_cast<unsigned>(t->dtype.bits));
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status check_index_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, bool* is_int64) {
+  if (auto s = check_common(t, name, rank, out)) return s;
+  return check_index_dtype(t, name, is_int64);
+}
+
+moegrad_status check_output_dtype(DType out, DType input, const char* name, const char* input_name) {
+  if (out == DType::kF32 || out == input) return MOEGRAD_STATUS_SUCCESS;
+  return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s is %s: it must be float32 or %s's dtype (%s)", name, dtype_name(out),
+              input_name, dtype_name(input));
+}
+
+moegrad_status check_writable(const Tensor& t) {
+  // Dimensions with more than one element, by increasing stride: each must
+  // step past the whole extent of the ones before it.
+  int order[3] = {0, 0, 0};
+  int n = 0;
+  for (int d = 0; d < t.rank; ++d)
+    if (t.dim(d) > 1) order[n++] = d;
+  std::sort(order, order + n, [&](int a, int b) { return t.stride(a) < t.stride(b); });
+  int64_t extent = 0;  // largest element offset spanned so far
+  for (int i = 0; i < n; ++i) {
+    const int d = order[i];
+    if (t.stride(d) <= extent)
+      return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " makes elements overlap or is not positive",
+                  t.name, d, t.stride(d));
+    extent += t.stride(d) * (t.dim(d) - 1);  // cannot overflow: check_tensor bounded it
+  }
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status check_no_aliasing(const Tensor* const* outputs, int num_outputs, const Tensor* const* all,
+                                 int num_all) {
+  for (int o = 0; o < num_outputs; ++o) {
+    const Tensor& out = *outputs[o];
+    if (out.empty()) continue;
+    uintptr_t lo = 0, hi = 0;
+    byte_range(out, &lo, &hi);
+    for (int a = 0; a < num_all; ++a) {
+      const Tensor& other = *all[a];
+      if (&other == &out || other.empty()) continue;
+      uintptr_t other_lo = 0, other_hi = 0;
+      byte_range(other, &other_lo, &other_hi);
+      if (lo <= other_hi && other_lo <= hi)
+        return fail(MOEGRAD_STATUS_ALIASING, "%s (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps %s (bytes %#" PRIxPTR
+                    "..%#" PRIxPTR ")", out.name, lo, hi, other.name, other_lo, other_hi);
+    }
+  }
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status check_group_list_type(int32_t group_list_type) {
+  if (group_list_type == MOEGRAD_GROUP_LIST_COUNT || group_list_type == MOEGRAD_GROUP_LIST_CUMSUM)
+    return MOEGRAD_STATUS_SUCCESS;
+  return fail(MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE, "group_list_type=%d must be 0 (count) or 1 (cumsum)",
+              group_list_type);
+}
+
+moegrad_status check_row_idx_type(int32_t row_idx_type) {
+  if (row_idx_type == MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL || row_idx_type == MOEGRAD_ROW_IDX_ORIGINAL_TO_EXPANDED)
+    return MOEGRAD_STATUS_SUCCESS;
+  return fail(MOEGRAD_STATUS_BAD_ROW_IDX_TYPE,
+              "row_idx_type=%d must be 0 (expanded->original) or 1 (original->expanded)", row_idx_type);
+}
+
+IndexView index_view(const Tensor& t, bool is_int64) {
+  return IndexView{t.data(), is_int64, t.dim(0), t.stride(0)};
+}
+
+moegrad_status decode_group_list(const IndexView& group_list, int32_t group_list_type, int64_t M, const char* rows,
+                                 int64_t* group_start) {
+  GradXProblem p;  // the fields build_group_start reads
+  p.M = M;
+  p.G = group_list.length;
+  p.group_list = group_list;
+  p.group_list_type = group_list_type;
+  const moegrad_status s = driver::build_group_start(p, group_start);
+  if (s == MOEGRAD_STATUS_SUCCESS) return s;
+  // The shared check names grad-x's rows; name this operator's instead.
+  std::string message = moegrad_last_error_message();
+  if (const size_t at = message.find("grad_y rows"); at != std::string::npos)
+    message.replace(at, 11, std::string(rows) + " rows");
+  return fail(s, "%s", message.c_str());
+}
+
+}  // namespace moegrad::ops

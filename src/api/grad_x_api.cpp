@@ -26,6 +26,15 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
   const kernels::GemmKernels* k = kernels::gemm_kernels_for(ctx->isa);
   if (k == nullptr)
     return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU", moegrad_isa_name(ctx->isa));
+  // The fast bf16 mode changes the order, so it is never a silent fallback:
+  // either the AVX512_BF16 kernel or, when forced, its scalar emulation.
+  if (ctx->fast_bf16 && ex->problem.dtype == DType::kBF16) {
+    k = kernels::bf16_pair_kernels_for(ctx->isa);
+    if (k == nullptr)
+      return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
+                  "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
+                  moegrad_isa_name(ctx->isa));
+  }
   return plan::make_grad_x_plan(ex->problem, *k, ctx->num_threads, &ex->plan);
 }
 

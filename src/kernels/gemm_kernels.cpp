@@ -15,6 +15,12 @@ const GemmKernels* gemm_kernels_for(moegrad_isa isa) {
   return nullptr;
 }
 
+const GemmKernels* bf16_pair_kernels_for(moegrad_isa isa) {
+  if (isa == MOEGRAD_ISA_SCALAR) return &scalar::bf16_pair_kernels();
+  if (isa == MOEGRAD_ISA_AVX512 && runtime::cpu_features().avx512bf16) return &avx512bf16::bf16_pair_kernels();
+  return nullptr;
+}
+
 moegrad_isa best_isa() {
   const auto& cpu = runtime::cpu_features();
   if (cpu.avx512f) return MOEGRAD_ISA_AVX512;

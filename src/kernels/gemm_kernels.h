@@ -53,8 +53,17 @@ const GemmKernels* gemm_kernels_for(moegrad_isa isa);
 // The best ISA this CPU runs.
 moegrad_isa best_isa();
 
-namespace scalar { const GemmKernels& gemm_kernels(); }
+// The fast bf16 mode's table for an ISA: the scalar emulation, or the
+// AVX512_BF16 kernel for AVX512 on a CPU that has it; nullptr otherwise.
+// Its panels hold bf16 pairs, and kc blocks other than the last must be even.
+const GemmKernels* bf16_pair_kernels_for(moegrad_isa isa);
+
+namespace scalar {
+const GemmKernels& gemm_kernels();
+const GemmKernels& bf16_pair_kernels();
+}  // namespace scalar
 namespace avx2 { const GemmKernels& gemm_kernels(); }
 namespace avx512 { const GemmKernels& gemm_kernels(); }
+namespace avx512bf16 { const GemmKernels& bf16_pair_kernels(); }
 
 }  // namespace moegrad::kernels

@@ -1,6 +1,6 @@
 #include "ops/tensor_rules.h"
 
-#include <algorithm>
+#include <utility>
 #include <cinttypes>
 #include <string>
 
@@ -65,7 +65,8 @@ moegrad_status check_writable(const Tensor& t) {
   int n = 0;
   for (int d = 0; d < t.rank; ++d)
     if (t.dim(d) > 1) order[n++] = d;
-  std::sort(order, order + n, [&](int a, int b) { return t.stride(a) < t.stride(b); });
+  for (int i = 1; i < n; ++i)  // insertion sort of at most 3
+    for (int j = i; j > 0 && t.stride(order[j]) < t.stride(order[j - 1]); --j) std::swap(order[j], order[j - 1]);
   int64_t extent = 0;  // largest element offset spanned so far
   for (int i = 0; i < n; ++i) {
     const int d = order[i];

@@ -39,7 +39,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // ~256 rows x 256 columns, a reduction block of 256, so one worker's
   // slot + panels stay within a 1 MiB L2.
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
-  plan.kc = std::min<size_t>(N, 256);
+  plan.kc = std::min<size_t>(N, 256);  // even: fast-bf16 pairs never straddle blocks
   plan.nc = std::min(round_up(K, k.nr), round_up(256, k.nr));
   plan.ms = round_up(240, k.mr);
 

@@ -10,6 +10,9 @@
 #include "common/dtype.h"
 
 namespace moegrad::kernels::avx2 {
+// Internal linkage: each translation unit that includes this (possibly with
+// extra -m flags) keeps its own copy, so the linker can never swap them.
+namespace {
 
 template <DType T>
 inline __m256 load8_widened(const void* base, int64_t offset) {
@@ -51,4 +54,5 @@ inline void transpose8x8(__m256 r[8]) {
   }
 }
 
+}  // namespace
 }  // namespace moegrad::kernels::avx2

@@ -10,6 +10,9 @@
 #include "common/dtype.h"
 
 namespace moegrad::kernels::avx512 {
+// Internal linkage: each translation unit that includes this (possibly with
+// extra -m flags) keeps its own copy, so the linker can never swap them.
+namespace {
 
 template <DType T>
 inline __m512 load16_widened(const void* base, int64_t offset) {
@@ -64,4 +67,5 @@ inline void transpose16x16(__m512 r[16]) {
   }
 }
 
+}  // namespace
 }  // namespace moegrad::kernels::avx512

@@ -1,0 +1,135 @@
+// The fast bf16 mode on AVX512_BF16: vdpbf16ps adds two bf16 products per
+// lane per instruction, twice the f32 FMA rate. Its order (pair element 2m+1,
+// then 2m, denormals flushed) is defined by scalar/bf16_pairs__scalar.cpp,
+// which the tests hold this kernel to bit for bit.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/avx512/widen__avx512f.h"
+#include "kernels/gemm_kernels.h"
+
+namespace moegrad::kernels::avx512bf16 {
+namespace {
+
+constexpr size_t kMR = 14;
+constexpr size_t kNR = 32;
+
+inline __mmask16 lane_mask(size_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// 16 pair-words of one row, from element n (even) on; elements at or past
+// `end` read as zero.
+inline __m512 load_pairs(const uint16_t* row, size_t n, size_t end) {
+  if (n + 32 <= end) return _mm512_loadu_ps(row + n);
+  alignas(64) uint16_t tmp[32] = {};
+  for (size_t i = 0; n + i < end; ++i) tmp[i] = row[n + i];
+  return _mm512_load_ps(tmp);
+}
+
+uint32_t pair_at(const uint16_t* base, int64_t offset0, int64_t stride, size_t m, size_t n0, size_t kc) {
+  const size_t e0 = 2 * m, e1 = 2 * m + 1;
+  const uint32_t lo = e0 < kc ? base[offset0 + static_cast<int64_t>(n0 + e0) * stride] : 0u;
+  const uint32_t hi = e1 < kc ? base[offset0 + static_cast<int64_t>(n0 + e1) * stride] : 0u;
+  return lo | (hi << 16);
+}
+
+// A[m][r] = pair (grad_y[rows[r], n0+2m], grad_y[rows[r], n0+2m+1])
+void pack_a_pairs(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
+                  size_t kc, float* a_packed) {
+  const auto* base = static_cast<const uint16_t*>(src);
+  auto* out = reinterpret_cast<uint32_t*>(a_packed);
+  const size_t pairs = (kc + 1) / 2;
+  if (col_stride != 1) {
+    for (size_t m = 0; m < pairs; ++m)
+      for (size_t r = 0; r < kMR; ++r)
+        out[m * kMR + r] = r < mr ? pair_at(base, rows[r] * row_stride, col_stride, m, n0, kc) : 0u;
+    return;
+  }
+  const __mmask16 row_mask = static_cast<__mmask16>((1u << kMR) - 1u);
+  __m512 v[16];
+  for (size_t m = 0; m < pairs; m += 16) {
+    for (size_t r = 0; r < 16; ++r)
+      v[r] = r < mr ? load_pairs(base + rows[r] * row_stride + n0, 2 * m, kc) : _mm512_setzero_ps();
+    avx512::transpose16x16(v);
+    const size_t q = pairs - m < 16 ? pairs - m : 16;
+    for (size_t j = 0; j < q; ++j) _mm512_mask_storeu_ps(a_packed + (m + j) * kMR, row_mask, v[j]);
+  }
+}
+
+// B[m][c] = pair (weight_g[k0+c, n0+2m], weight_g[k0+c, n0+2m+1])
+void pack_b_pairs(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr, size_t n0, size_t kc,
+                  float* b_packed) {
+  const auto* base = static_cast<const uint16_t*>(src);
+  auto* out = reinterpret_cast<uint32_t*>(b_packed);
+  const size_t pairs = (kc + 1) / 2;
+  if (n_stride != 1) {
+    for (size_t m = 0; m < pairs; ++m)
+      for (size_t c = 0; c < kNR; ++c)
+        out[m * kNR + c] = c < nr ? pair_at(base, static_cast<int64_t>(k0 + c) * k_stride, n_stride, m, n0, kc) : 0u;
+    return;
+  }
+  __m512 v[16];
+  for (size_t half = 0; half < kNR; half += 16) {
+    for (size_t m = 0; m < pairs; m += 16) {
+      for (size_t c = 0; c < 16; ++c)
+        v[c] = half + c < nr ? load_pairs(base + static_cast<int64_t>(k0 + half + c) * k_stride + n0, 2 * m, kc)
+                             : _mm512_setzero_ps();
+      avx512::transpose16x16(v);
+      const size_t q = pairs - m < 16 ? pairs - m : 16;
+      for (size_t j = 0; j < q; ++j) _mm512_store_ps(b_packed + (m + j) * kNR + half, v[j]);
+    }
+  }
+}
+
+// 28 accumulators; per pair: 2 B loads, 14 pair broadcasts, 28 vdpbf16ps.
+void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const float* b_packed, float* c,
+                                         size_t ldc, size_t mr, size_t nr, bool accumulate) {
+  const __mmask16 m0 = lane_mask(nr);
+  const __mmask16 m1 = lane_mask(nr > 16 ? nr - 16 : 0);
+  __m512 acc0[kMR], acc1[kMR];
+#pragma GCC unroll 14
+  for (size_t r = 0; r < kMR; ++r) {
+    acc0[r] = _mm512_setzero_ps();
+    acc1[r] = _mm512_setzero_ps();
+  }
+  if (accumulate) {
+    for (size_t r = 0; r < mr; ++r) {
+      acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
+      acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
+    }
+  }
+  const auto* a = reinterpret_cast<const int32_t*>(a_packed);
+  for (size_t m = 0; m < (kc + 1) / 2; ++m) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(b_packed);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(b_packed + 16);
+#pragma GCC unroll 14
+    for (size_t r = 0; r < kMR; ++r) {
+      const __m512bh pair = (__m512bh)_mm512_set1_epi32(a[r]);
+      acc0[r] = _mm512_dpbf16_ps(acc0[r], b0, pair);
+      acc1[r] = _mm512_dpbf16_ps(acc1[r], b1, pair);
+    }
+    a += kMR;
+    b_packed += kNR;
+  }
+#pragma GCC unroll 14
+  for (size_t r = 0; r < kMR; ++r) {
+    if (r < mr) {
+      _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
+      _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
+    }
+  }
+}
+
+}  // namespace
+
+const GemmKernels& bf16_pair_kernels() {
+  static const GemmKernels table = {
+      MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16,
+      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row,
+  };
+  return table;
+}
+
+}  // namespace moegrad::kernels::avx512bf16

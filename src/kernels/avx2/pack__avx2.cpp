@@ -18,6 +18,7 @@ inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 // Up to 8 rows x q (<= 8) reduction elements from column n; rows >= count are zero.
 template <DType T>
 inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m256 r[8]) {
+  #pragma GCC unroll 16
   for (size_t i = 0; i < 8; ++i) {
     if (i >= count) {
       r[i] = _mm256_setzero_ps();

@@ -38,16 +38,19 @@ inline __m256 load_partial_widened(const void* base, int64_t offset, size_t n) {
 // In-register transpose of an 8x8 f32 block: r[i] lane j <-> r[j] lane i.
 inline void transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 8; i += 4) {
     u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
     u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
     u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
     u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
   }
+  #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
     r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);

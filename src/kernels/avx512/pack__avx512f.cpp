@@ -21,6 +21,7 @@ inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 // each row; rows >= count are zero.
 template <DType T>
 inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m512 r[16]) {
+  #pragma GCC unroll 16
   for (size_t i = 0; i < 16; ++i) {
     if (i >= count) {
       r[i] = _mm512_setzero_ps();

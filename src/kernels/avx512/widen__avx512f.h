@@ -41,10 +41,12 @@ inline __m512 load_partial_widened(const void* base, int64_t offset, size_t n) {
 // In-register transpose of a 16x16 f32 block: r[i] lane j <-> r[j] lane i.
 inline void transpose16x16(__m512 r[16]) {
   __m512 t[16];
+  #pragma GCC unroll 16
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
   }
+  #pragma GCC unroll 16
   for (int i = 0; i < 16; i += 4) {
     r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
     r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
@@ -53,12 +55,14 @@ inline void transpose16x16(__m512 r[16]) {
   }
   // Now r[4a + b] holds, in each 128-bit lane L, column 4L + b of rows 4a..4a+3
   // (for rows in 128-bit lane order). Two lane shuffles finish the job.
+  #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     t[i] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0x88);       // lanes 0,2 of each
     t[i + 4] = _mm512_shuffle_f32x4(r[i], r[i + 4], 0xdd);   // lanes 1,3
     t[i + 8] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0x88);
     t[i + 12] = _mm512_shuffle_f32x4(r[i + 8], r[i + 12], 0xdd);
   }
+  #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i) {
     r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
     r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);

@@ -50,6 +50,7 @@ void pack_a_pairs(const void* src, int64_t row_stride, int64_t col_stride, const
   const __mmask16 row_mask = static_cast<__mmask16>((1u << kMR) - 1u);
   __m512 v[16];
   for (size_t m = 0; m < pairs; m += 16) {
+    #pragma GCC unroll 16
     for (size_t r = 0; r < 16; ++r)
       v[r] = r < mr ? load_pairs(base + rows[r] * row_stride + n0, 2 * m, kc) : _mm512_setzero_ps();
     avx512::transpose16x16(v);
@@ -73,6 +74,7 @@ void pack_b_pairs(const void* src, int64_t k_stride, int64_t n_stride, size_t k0
   __m512 v[16];
   for (size_t half = 0; half < kNR; half += 16) {
     for (size_t m = 0; m < pairs; m += 16) {
+      #pragma GCC unroll 16
       for (size_t c = 0; c < 16; ++c)
         v[c] = half + c < nr ? load_pairs(base + static_cast<int64_t>(k0 + half + c) * k_stride + n0, 2 * m, kc)
                              : _mm512_setzero_ps();

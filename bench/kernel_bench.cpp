@@ -1,0 +1,110 @@
+// Micro-benchmarks of each ISA's micro-kernel and packing routines, so a
+// change to one kernel can be measured alone:
+//   build/bin/kernel_bench --benchmark_repetitions=5
+// Counters: GFLOP/s for micro-kernels, elements/s for packing.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "kernels/gemm_kernels.h"
+
+namespace {
+
+using moegrad::DType;
+using moegrad::kernels::GemmKernels;
+
+struct AlignedFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<float, AlignedFree>;
+
+Buffer make_buffer(size_t floats, float value) {
+  auto* p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+  for (size_t i = 0; i < floats; ++i) p[i] = value;
+  return Buffer(p);
+}
+
+const GemmKernels* table(int64_t isa, int64_t fast_bf16) {
+  const auto i = static_cast<moegrad_isa>(isa);
+  return fast_bf16 ? moegrad::kernels::bf16_pair_kernels_for(i) : moegrad::kernels::gemm_kernels_for(i);
+}
+
+// One MR x NR tile over kc, A panels cycling through an L2-sized set as in the
+// driver (the B micro-panel stays in L1).
+void BM_ukernel(benchmark::State& state) {
+  const GemmKernels* k = table(state.range(0), state.range(2));
+  if (k == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const size_t kc = static_cast<size_t>(state.range(1));
+  const size_t panels = 16;
+  Buffer a = make_buffer(panels * kc * k->mr, 0.5f), b = make_buffer(kc * k->nr, 0.25f);
+  Buffer c = make_buffer(k->mr * k->nr, 0.0f);
+  size_t i = 0;
+  for (auto _ : state) {
+    k->ukernel(kc, a.get() + (i++ % panels) * kc * k->mr, b.get(), c.get(), k->nr, k->mr, k->nr, false);
+    benchmark::DoNotOptimize(c.get());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.SetLabel(moegrad_isa_name(k->isa));
+}
+
+// Packing one weight micro-panel (NR columns x kc) from a row-major
+// [K, N] matrix: the transpose path the driver takes for [G, K, N] weights.
+void BM_pack_b(benchmark::State& state) {
+  const GemmKernels* k = table(state.range(0), 0);
+  if (k == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const auto dtype = static_cast<DType>(state.range(1));
+  const size_t kc = 256, n = 2048;
+  std::vector<uint16_t> src16(k->nr * n, 0x3f80);
+  std::vector<float> src32(k->nr * n, 1.0f);
+  const void* src = dtype == DType::kF32 ? static_cast<const void*>(src32.data()) : src16.data();
+  Buffer out = make_buffer(kc * k->nr, 0.0f);
+  for (auto _ : state) {
+    k->pack_b[static_cast<int>(dtype)](src, static_cast<int64_t>(n), 1, 0, k->nr, 0, kc, out.get());
+    benchmark::DoNotOptimize(out.get());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kc * k->nr));
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + " " + moegrad::dtype_name(dtype));
+}
+
+// Packing one grad_y micro-panel (MR gathered rows x kc).
+void BM_pack_a(benchmark::State& state) {
+  const GemmKernels* k = table(state.range(0), 0);
+  if (k == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const auto dtype = static_cast<DType>(state.range(1));
+  const size_t kc = 256, n = 2048;
+  std::vector<uint16_t> src16(64 * n, 0x3f80);
+  std::vector<float> src32(64 * n, 1.0f);
+  const void* src = dtype == DType::kF32 ? static_cast<const void*>(src32.data()) : src16.data();
+  std::vector<int32_t> rows(k->mr);
+  for (size_t r = 0; r < k->mr; ++r) rows[r] = static_cast<int32_t>((r * 37) % 64);
+  Buffer out = make_buffer(kc * k->mr, 0.0f);
+  for (auto _ : state) {
+    k->pack_a[static_cast<int>(dtype)](src, static_cast<int64_t>(n), 1, rows.data(), k->mr, 0, kc, out.get());
+    benchmark::DoNotOptimize(out.get());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kc * k->mr));
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + " " + moegrad::dtype_name(dtype));
+}
+
+void isa_args(benchmark::internal::Benchmark* b, bool with_dtype) {
+  for (int64_t isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512})
+    for (int64_t d = 0; d < (with_dtype ? 3 : 1); ++d) b->Args({isa, d});
+}
+
+}  // namespace
+
+BENCHMARK(BM_ukernel)
+    ->ArgNames({"isa", "kc", "fast_bf16"})
+    ->Args({MOEGRAD_ISA_SCALAR, 256, 0})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1});
+BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
+BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
+
+BENCHMARK_MAIN();

@@ -85,7 +85,20 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_UNSUPPORTED_DEVICE = 61,   /* a tensor not on kDLCPU */
   MOEGRAD_STATUS_ISA_UNAVAILABLE = 62,      /* a forced ISA this CPU (or OS) lacks */
   MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed */
-  MOEGRAD_STATUS_INTERNAL = 99              /* a bug: please report it */
+  MOEGRAD_STATUS_INTERNAL = 99,             /* a bug: please report it */
+
+  /* ---- layer operators (moegrad_layer.h), numbered from 100 ------------ */
+  MOEGRAD_STATUS_EXECUTOR_KIND = 100,        /* executor planned for another operator */
+  MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE = 101,  /* an expert_idx value outside [0, G) */
+  MOEGRAD_STATUS_BAD_ACTIVE_NUM = 102,       /* active_num < -1 */
+  MOEGRAD_STATUS_BAD_CAPACITY = 103,         /* capacity < -1 */
+  MOEGRAD_STATUS_OUTPUT_SHAPE = 104,         /* an output's shape differs from what the inputs imply */
+  MOEGRAD_STATUS_BATCH_MISMATCH = 105,       /* expert_idx.shape[0] != x.shape[0] */
+  MOEGRAD_STATUS_K_MISMATCH = 106,           /* x.shape[1] != weight.shape[1] */
+  MOEGRAD_STATUS_M_MISMATCH = 107,           /* x.shape[0] != grad_y.shape[0] */
+  MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32 = 108, /* accumulate into a grad_weight that is not float32 */
+  MOEGRAD_STATUS_BAD_ACCUMULATE = 109,       /* accumulate not 0 or 1 */
+  MOEGRAD_STATUS_ALIASING = 110              /* an output overlaps an input or another output */
 } moegrad_status;
 
 /* Instruction-set paths. All give bitwise identical grad_x (SPEC §5). */

@@ -26,8 +26,11 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
     acc0[r] = _mm256_setzero_ps();
     acc1[r] = _mm256_setzero_ps();
   }
+  // Unrolled with a guard so the accumulators never leave registers.
   if (accumulate) {
-    for (size_t r = 0; r < mr; ++r) {
+#pragma GCC unroll 6
+    for (size_t r = 0; r < kMR; ++r) {
+      if (r >= mr) break;
       acc0[r] = _mm256_maskload_ps(c + r * ldc, m0);
       acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1);
     }

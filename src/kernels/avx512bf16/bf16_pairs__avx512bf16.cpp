@@ -96,8 +96,11 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
     acc0[r] = _mm512_setzero_ps();
     acc1[r] = _mm512_setzero_ps();
   }
+  // Unrolled with a guard so the accumulators never leave registers.
   if (accumulate) {
-    for (size_t r = 0; r < mr; ++r) {
+#pragma GCC unroll 14
+    for (size_t r = 0; r < kMR; ++r) {
+      if (r >= mr) break;
       acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
       acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
     }

@@ -1,0 +1,144 @@
+"""moegrad: a deterministic Mixture-of-Experts expert layer for CPUs.
+
+Operators (numpy arrays or CPU torch tensors; float32, float16, and bfloat16
+as torch tensors; indices int32 or int64; no copies of the inputs):
+
+    moe_init_routing(x, expert_idx, num_experts)        -> expanded_x, expanded_row_idx, group_list
+    grouped_matmul(expanded_x, weight, group_list)      -> y
+    grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k)   -> grad_x  (fused)
+    grouped_matmul_weight_grad(expanded_x, grad_y, group_list)            -> grad_weight
+    moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k) -> grad_x  (non-fused scatter-add)
+
+Every GEMM accumulates in fp32 in a fixed order, so results are bitwise
+identical for any thread count. Bad input raises moegrad.Error, a ValueError
+whose message is the library's and whose .status names the moegrad_status.
+The PyTorch autograd layer is moegrad.torch (imported on demand).
+"""
+
+from . import _arrays
+from ._moegrad import Context, Error, isa_available
+from . import _moegrad as _C
+
+__version__ = _C.version()
+
+__all__ = [
+    "Context", "Error", "isa_available", "set_num_threads", "get_num_threads",
+    "moe_init_routing", "grouped_matmul", "grouped_matmul_weight_grad", "moe_init_routing_grad",
+    "grad_x", "moe_init_routing_grouped_matmul_grad",
+]
+
+_default_context = None
+
+
+def set_num_threads(num_threads):
+    """Threads for calls without an explicit context (0: the library default,
+    MOEGRAD_NUM_THREADS or the number of CPUs)."""
+    global _default_context
+    if _default_context is None:
+        _default_context = Context(num_threads)
+    else:
+        _default_context.num_threads = num_threads
+
+
+def get_num_threads():
+    return (_default_context or Context()).num_threads
+
+
+def _context(context):
+    return context if context is not None else _default_context
+
+
+def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=None, row_idx_type=0,
+                     index_dtype="int64", context=None):
+    """Sorts the batch*top_k routing slots by expert (stably, by original
+    position p = b*top_k + j) and gathers the token rows.
+
+    x: [batch, K]; expert_idx: [batch, top_k] with values in [0, num_experts).
+    capacity: keep each expert's first `capacity` slots; active_num: then keep
+    the first `active_num` rows. Returns (expanded_x [M, K] in x's dtype,
+    expanded_row_idx, group_list [num_experts] counts), where expanded_row_idx
+    is [M] expanded->original positions (row_idx_type 0) or [batch*top_k]
+    original->expanded rows with -1 for dropped slots (row_idx_type 1).
+    """
+    x, expert_idx = _arrays.as_array(x), _arrays.as_array(expert_idx)
+    batch, K, top_k = _arrays.dim(x, 0), _arrays.dim(x, 1), _arrays.dim(expert_idx, 1)
+    G = max(int(num_experts), 0)
+    active, cap = _arrays.limit(active_num), _arrays.limit(capacity)
+    try:
+        rows = _C.max_rows(batch, top_k, G, active, cap)
+    except Error:
+        rows = 0  # the operator below reports the problem in full
+    expanded_x = _arrays.empty(x, (rows, K), _arrays.dtype_name(x))
+    idx_len = rows if row_idx_type == 0 else batch * top_k
+    expanded_row_idx = _arrays.empty(x, (idx_len,), index_dtype)
+    group_list = _arrays.empty(x, (G,), index_dtype)
+    M = _C.moe_init_routing(x, expert_idx, expanded_x, expanded_row_idx, group_list, active, cap,
+                            int(row_idx_type), _context(context))
+    if M < rows:
+        expanded_x = expanded_x[:M]
+        if row_idx_type == 0:
+            expanded_row_idx = expanded_row_idx[:M]
+    return expanded_x, expanded_row_idx, group_list
+
+
+def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=None, out=None, context=None):
+    """y[i] = x[i] @ weight[g(i)] for the rows of each expert (fp32 accumulation).
+
+    x: [M, K]; weight: [G, K, N] (any strides, e.g. a transposed view);
+    group_list: [G] counts (or cumsums). y is [M, N] in x's dtype (rounded
+    once) or out_dtype='float32'; `out` receives it if given.
+    """
+    x, weight, group_list = map(_arrays.as_array, (x, weight, group_list))
+    if out is None:
+        shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
+        out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+    _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
+    return out
+
+
+def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count", out_dtype=None, out=None,
+                               accumulate=False, context=None):
+    """grad_weight[g] = x_g^T @ grad_y_g over the rows of expert g.
+
+    x: [M, K]; grad_y: [M, N]; returns [G, K, N] in x's dtype or
+    out_dtype='float32' (an empty expert gives zeros). accumulate=True adds
+    into `out`, which must then be a float32 [G, K, N] array (main_grad style).
+    """
+    x, grad_y, group_list = map(_arrays.as_array, (x, grad_y, group_list))
+    if out is None:
+        if accumulate:
+            raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
+        shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
+        out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+    _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
+                                  bool(accumulate), _context(context))
+    return out
+
+
+def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, row_idx_type=0, out=None,
+                          context=None):
+    """The non-fused scatter-add: grad_x[b] = sum of the rows of grad_expanded_x
+    that belong to token b, in ascending row order. Returns float32 [batch, K]."""
+    grad_expanded_x, expanded_row_idx = map(_arrays.as_array, (grad_expanded_x, expanded_row_idx))
+    if out is None:
+        out = _arrays.empty(grad_expanded_x, (batch, _arrays.dim(grad_expanded_x, 1)), "float32")
+    _C.moe_init_routing_grad(grad_expanded_x, expanded_row_idx, out, int(batch), int(top_k), int(row_idx_type),
+                             _context(context))
+    return out
+
+
+def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_idx_type=0,
+           group_list_type="count", out=None, context=None):
+    """The fused input gradient (moe_init_routing_grouped_matmul_grad):
+    grad_x[b, k] = sum over the rows i of token b of grad_y[i] . weight[g(i), k],
+    without materialising d_expanded_x. Returns float32 [batch, K]."""
+    grad_y, weight, expanded_row_idx, group_list = map(_arrays.as_array,
+                                                       (grad_y, weight, expanded_row_idx, group_list))
+    if out is None:
+        out = _arrays.empty(grad_y, (batch, _arrays.dim(weight, 1)), "float32")
+    _C.grad_x(grad_y, weight, expanded_row_idx, group_list, out, int(batch), int(top_k), int(row_idx_type),
+              _arrays.group_list_type(group_list_type), _context(context))
+    return out
+
+
+moe_init_routing_grouped_matmul_grad = grad_x

@@ -1,0 +1,96 @@
+"""PyTorch autograd layer of moegrad.
+
+    y, expanded_row_idx, group_list = moegrad.torch.moe_experts(x, expert_idx, weight)
+
+forward:  moe_init_routing + grouped_matmul;
+backward: the fused grad-x (d_expanded_x is never materialised) and
+          grouped_matmul_weight_grad, each bitwise reproducible.
+
+x [batch, K] and weight [G, K, N] share one dtype (float32, float16 or
+bfloat16; CPU tensors); expert_idx is [batch, top_k] int32/int64. y is
+[batch*top_k, N] in expanded order (rows grouped by expert, stably by original
+position p = b*top_k + j), expanded_row_idx (int64) maps each row to its p,
+group_list (int64) counts rows per expert.
+"""
+
+import math
+
+import torch
+
+import moegrad as _mg
+
+__all__ = ["moe_experts", "moe_combine", "MoEExperts", "MoEExpertsFunction"]
+
+
+class MoEExpertsFunction(torch.autograd.Function):
+    """autograd.Function behind moe_experts()."""
+
+    @staticmethod
+    def forward(ctx, x, expert_idx, weight, context=None):
+        expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], context=context)
+        y = _mg.grouped_matmul(expanded_x, weight, group_list, context=context)
+        ctx.save_for_backward(expanded_x, row_idx, group_list, weight)
+        ctx.batch, ctx.top_k = int(expert_idx.shape[0]), int(expert_idx.shape[1])
+        ctx.x_dtype = x.dtype
+        ctx.context = context
+        ctx.mark_non_differentiable(row_idx, group_list)
+        return y, row_idx, group_list
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_y, _grad_row_idx, _grad_group_list):
+        expanded_x, row_idx, group_list, weight = ctx.saved_tensors
+        grad_y = grad_y.to(weight.dtype)  # a no-op unless autocast/mixed use changed it
+        grad_x = grad_weight = None
+        if ctx.needs_input_grad[0]:
+            grad_x = _mg.grad_x(grad_y, weight, row_idx, group_list, ctx.batch, ctx.top_k, context=ctx.context)
+            grad_x = grad_x.to(ctx.x_dtype)
+        if ctx.needs_input_grad[2]:
+            grad_weight = _mg.grouped_matmul_weight_grad(expanded_x, grad_y, group_list, out_dtype=weight.dtype,
+                                                         context=ctx.context)
+        return grad_x, None, grad_weight, None
+
+
+def moe_experts(x, expert_idx, weight, context=None):
+    """The expert layer: returns (y, expanded_row_idx, group_list); gradients
+    flow to x and weight in their dtypes. context: a moegrad.Context (threads,
+    ISA) or None for the package default."""
+    return MoEExpertsFunction.apply(x, expert_idx, weight, context)
+
+
+def moe_combine(y, expanded_row_idx, batch, top_k, routing_weights=None):
+    """Pure-PyTorch un-permute: out[b] = sum_j w[b, j] * y[row of (b, j)], with
+    expanded_row_idx from moe_experts (expanded -> original). routing_weights:
+    [batch, top_k] or None (all ones). Differentiable in y and the weights."""
+    token = expanded_row_idx // top_k
+    rows = y
+    if routing_weights is not None:
+        rows = y * routing_weights.reshape(-1)[expanded_row_idx].unsqueeze(1).to(y.dtype)
+    out = torch.zeros(batch, y.shape[1], dtype=y.dtype, device=y.device)
+    return out.index_add(0, token, rows)
+
+
+class MoEExperts(torch.nn.Module):
+    """G experts, each a bias-free Linear(in_features, out_features), applied
+    to the tokens routed to them: forward(x, expert_idx) -> (y,
+    expanded_row_idx, group_list) as moe_experts. weight is [G, in, out],
+    initialised like nn.Linear (uniform in +-1/sqrt(in_features))."""
+
+    def __init__(self, num_experts, in_features, out_features, dtype=torch.float32, context=None):
+        super().__init__()
+        self.num_experts, self.in_features, self.out_features = num_experts, in_features, out_features
+        self.context = context
+        self.weight = torch.nn.Parameter(torch.empty(num_experts, in_features, out_features, dtype=dtype))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.in_features) if self.in_features > 0 else 0.0
+        with torch.no_grad():
+            self.weight.uniform_(-bound, bound)
+
+    def forward(self, x, expert_idx):
+        return moe_experts(x, expert_idx, self.weight, self.context)
+
+    def extra_repr(self):
+        return (f"num_experts={self.num_experts}, in_features={self.in_features}, "
+                f"out_features={self.out_features}, dtype={self.weight.dtype}")

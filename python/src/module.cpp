@@ -1,0 +1,181 @@
+// _moegrad: the C API of moegrad.h and moegrad_layer.h for Python. Every
+// operator takes its outputs preallocated (the Python layer allocates them
+// with numpy or torch), runs with the GIL released, and raises moegrad.Error
+// (a ValueError) carrying the library's one-line message and status.
+#include <moegrad/moegrad.h>
+#include <moegrad/moegrad_layer.h>
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+
+#include "tensor_ref.h"
+
+namespace py = pybind11;
+using moegrad::python::TensorRef;
+
+namespace {
+
+// moegrad.Error; one reference kept for the life of the process.
+PyObject* g_error_type = nullptr;
+
+// "MOEGRAD_STATUS_N_MISMATCH" from "MOEGRAD_STATUS_N_MISMATCH: ...".
+std::string status_name(moegrad_status s) {
+  const std::string text = moegrad_status_string(s);
+  return text.substr(0, text.find(':'));
+}
+
+void check(moegrad_status s) {
+  if (s == MOEGRAD_STATUS_SUCCESS) return;
+  py::object error = py::handle(g_error_type)(std::string(moegrad_last_error_message()));
+  error.attr("status") = status_name(s);
+  error.attr("code") = static_cast<int>(s);
+  PyErr_SetObject(g_error_type, error.ptr());
+  throw py::error_already_set();
+}
+
+// A context owned by Python; None stands for the library's default context.
+class Context {
+ public:
+  Context(int32_t num_threads, const std::string& isa) {
+    moegrad_context* raw = nullptr;
+    check(moegrad_context_create(&raw));
+    ctx_.reset(raw);
+    set_num_threads(num_threads);
+    set_isa(isa);
+  }
+  void set_num_threads(int32_t n) { check(moegrad_context_set_num_threads(ctx_.get(), n)); }
+  int32_t num_threads() const {
+    int32_t n = 0;
+    check(moegrad_context_get_num_threads(ctx_.get(), &n));
+    return n;
+  }
+  void set_isa(const std::string& name) {
+    for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+      if (name == moegrad_isa_name(isa)) {
+        check(moegrad_context_set_isa(ctx_.get(), isa));
+        return;
+      }
+    }
+    throw py::value_error("isa='" + name + "' is not one of auto, scalar, avx2, avx512");
+  }
+  std::string isa() const {
+    moegrad_isa isa = MOEGRAD_ISA_AUTO;
+    check(moegrad_context_get_isa(ctx_.get(), &isa));
+    return moegrad_isa_name(isa);
+  }
+  const moegrad_context* get() const { return ctx_.get(); }
+
+ private:
+  struct Deleter {
+    void operator()(moegrad_context* c) const { moegrad_context_destroy(c); }
+  };
+  std::unique_ptr<moegrad_context, Deleter> ctx_;
+};
+
+const moegrad_context* raw(const Context* ctx) { return ctx == nullptr ? nullptr : ctx->get(); }
+
+// Runs a one-shot C call without the GIL.
+template <typename Args, typename Fn>
+void run_released(Fn fn, const Args& args, const Context* ctx) {
+  moegrad_status s;
+  {
+    py::gil_scoped_release release;
+    s = fn(&args, raw(ctx));
+  }
+  check(s);
+}
+
+int64_t moe_init_routing(py::handle x, py::handle expert_idx, py::handle expanded_x, py::handle expanded_row_idx,
+                         py::handle group_list, int64_t active_num, int64_t capacity, int32_t row_idx_type,
+                         const Context* ctx) {
+  const TensorRef tx(x, "x", false), te(expert_idx, "expert_idx", false), tex(expanded_x, "expanded_x", true),
+      tidx(expanded_row_idx, "expanded_row_idx", true), tgl(group_list, "group_list", true);
+  int64_t num_rows = 0;
+  const moegrad_moe_init_routing_args args{tx.get(),   te.get(),        tex.get(),    tidx.get(), tgl.get(),
+                                           active_num, capacity, row_idx_type, &num_rows};
+  run_released(moegrad_moe_init_routing_run, args, ctx);
+  return num_rows;
+}
+
+void grouped_matmul(py::handle x, py::handle weight, py::handle group_list, py::handle y, int32_t group_list_type,
+                    const Context* ctx) {
+  const TensorRef tx(x, "x", false), tw(weight, "weight", false), tgl(group_list, "group_list", false),
+      ty(y, "y", true);
+  const moegrad_grouped_matmul_args args{tx.get(), tw.get(), tgl.get(), ty.get(), group_list_type};
+  run_released(moegrad_grouped_matmul_run, args, ctx);
+}
+
+void grouped_matmul_weight_grad(py::handle x, py::handle grad_y, py::handle group_list, py::handle grad_weight,
+                                int32_t group_list_type, bool accumulate, const Context* ctx) {
+  const TensorRef tx(x, "x", false), tgy(grad_y, "grad_y", false), tgl(group_list, "group_list", false),
+      tgw(grad_weight, "grad_weight", true);
+  const moegrad_grouped_matmul_weight_grad_args args{tx.get(),        tgy.get(),         tgl.get(),
+                                                     tgw.get(),       group_list_type,   accumulate ? 1 : 0};
+  run_released(moegrad_grouped_matmul_weight_grad_run, args, ctx);
+}
+
+void moe_init_routing_grad(py::handle grad_expanded_x, py::handle expanded_row_idx, py::handle grad_x,
+                           int64_t batch, int64_t top_k, int32_t row_idx_type, const Context* ctx) {
+  const TensorRef td(grad_expanded_x, "grad_expanded_x", false),
+      tidx(expanded_row_idx, "expanded_row_idx", false), tgx(grad_x, "grad_x", true);
+  const moegrad_moe_init_routing_grad_args args{td.get(), tidx.get(), tgx.get(), batch, top_k, row_idx_type};
+  run_released(moegrad_moe_init_routing_grad_run, args, ctx);
+}
+
+void grad_x(py::handle grad_y, py::handle weight, py::handle expanded_row_idx, py::handle group_list,
+            py::handle grad_x, int64_t batch, int64_t top_k, int32_t row_idx_type, int32_t group_list_type,
+            const Context* ctx) {
+  const TensorRef tgy(grad_y, "grad_y", false), tw(weight, "weight", false),
+      tidx(expanded_row_idx, "expanded_row_idx", false), tgl(group_list, "group_list", false),
+      tgx(grad_x, "grad_x", true);
+  const moegrad_grad_x_args args{tgy.get(), tw.get(), tidx.get(),   tgl.get(),      tgx.get(),
+                                 batch,     top_k,    row_idx_type, group_list_type};
+  run_released(moegrad_grad_x_run, args, ctx);
+}
+
+int64_t max_rows(int64_t batch, int64_t top_k, int64_t num_experts, int64_t active_num, int64_t capacity) {
+  int64_t rows = 0;
+  check(moegrad_moe_init_routing_max_rows(batch, top_k, num_experts, active_num, capacity, &rows));
+  return rows;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_moegrad, m) {
+  m.doc() = "moegrad C API bindings; use the `moegrad` package, not this module.";
+  g_error_type = PyErr_NewExceptionWithDoc("moegrad.Error",
+                                           "A moegrad call refused its arguments; .status names the moegrad_status, "
+                                           ".code is its value, str() is the library's one-line message.",
+                                           PyExc_ValueError, nullptr);
+  if (g_error_type == nullptr) throw py::error_already_set();
+  m.attr("Error") = py::handle(g_error_type);
+
+  py::class_<Context>(m, "Context", "Thread count and instruction-set path of moegrad runs.")
+      .def(py::init<int32_t, const std::string&>(), py::arg("num_threads") = 0, py::arg("isa") = "auto",
+           "num_threads=0 and isa='auto' keep the defaults (MOEGRAD_NUM_THREADS, MOEGRAD_ISA or the CPU).")
+      .def_property("num_threads", &Context::num_threads, &Context::set_num_threads)
+      .def_property("isa", &Context::isa, &Context::set_isa);
+
+  const auto ctx = py::arg("context").none(true);
+  m.def("moe_init_routing", &moe_init_routing, py::arg("x"), py::arg("expert_idx"), py::arg("expanded_x"),
+        py::arg("expanded_row_idx"), py::arg("group_list"), py::arg("active_num"), py::arg("capacity"),
+        py::arg("row_idx_type"), ctx, "Returns M, the kept rows.");
+  m.def("grouped_matmul", &grouped_matmul, py::arg("x"), py::arg("weight"), py::arg("group_list"), py::arg("y"),
+        py::arg("group_list_type"), ctx);
+  m.def("grouped_matmul_weight_grad", &grouped_matmul_weight_grad, py::arg("x"), py::arg("grad_y"),
+        py::arg("group_list"), py::arg("grad_weight"), py::arg("group_list_type"), py::arg("accumulate"), ctx);
+  m.def("moe_init_routing_grad", &moe_init_routing_grad, py::arg("grad_expanded_x"), py::arg("expanded_row_idx"),
+        py::arg("grad_x"), py::arg("batch"), py::arg("top_k"), py::arg("row_idx_type"), ctx);
+  m.def("grad_x", &grad_x, py::arg("grad_y"), py::arg("weight"), py::arg("expanded_row_idx"),
+        py::arg("group_list"), py::arg("grad_x"), py::arg("batch"), py::arg("top_k"), py::arg("row_idx_type"),
+        py::arg("group_list_type"), ctx);
+  m.def("max_rows", &max_rows, py::arg("batch"), py::arg("top_k"), py::arg("num_experts"), py::arg("active_num"),
+        py::arg("capacity"));
+  m.def("version", &moegrad_version);
+  m.def("isa_available", [](const std::string& name) {
+    for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512})
+      if (name == moegrad_isa_name(isa)) return moegrad_isa_available(isa) != 0;
+    throw py::value_error("isa='" + name + "' is not one of auto, scalar, avx2, avx512");
+  });
+}

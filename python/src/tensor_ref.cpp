@@ -1,0 +1,101 @@
+#include "tensor_ref.h"
+
+#include <cstring>
+#include <string>
+
+namespace py = pybind11;
+
+namespace moegrad::python {
+namespace {
+
+[[noreturn]] void value_error(const std::string& message) { throw py::value_error(message); }
+
+// A struct-module format character (after an optional byte-order prefix)
+// and item size -> DLPack type. Unknown kinds map to an opaque code the
+// library rejects with its own message.
+bool buffer_dtype(const char* format, py::ssize_t itemsize, DLDataType* out) {
+  const char* f = format == nullptr ? "B" : format;
+  if (*f == '@' || *f == '=' || *f == '<') ++f;
+  if (*f == '>' || *f == '!') return false;  // big-endian: not this machine's order
+  if (f[0] == '\0' || f[1] != '\0') return false;
+  const auto bits = static_cast<uint8_t>(itemsize * 8);
+  switch (*f) {
+    case 'e': case 'f': case 'd': *out = {kDLFloat, bits, 1}; return true;
+    case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': *out = {kDLInt, bits, 1}; return true;
+    case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': *out = {kDLUInt, bits, 1}; return true;
+    case '?': *out = {kDLUInt, bits, 1}; return true;  // DLPack 0.6 has no kDLBool
+    default: return false;
+  }
+}
+
+}  // namespace
+
+TensorRef::TensorRef(py::handle obj, const char* name, bool writable) {
+  if (PyCapsule_CheckExact(obj.ptr()) || (!PyObject_CheckBuffer(obj.ptr()) && py::hasattr(obj, "__dlpack__"))) {
+    from_dlpack(obj, name);
+    return;
+  }
+  if (PyObject_CheckBuffer(obj.ptr())) {
+    from_buffer(obj, name, writable);
+    return;
+  }
+  throw py::type_error(std::string(name) + ": expected a numpy array or a torch tensor, got " +
+                       std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
+}
+
+TensorRef::~TensorRef() {
+  if (buffer_) PyBuffer_Release(buffer_.get());
+}
+
+void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
+  auto view = std::make_unique<Py_buffer>();
+  const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+  if (PyObject_GetBuffer(obj.ptr(), view.get(), flags) != 0) {
+    PyErr_Clear();
+    value_error(std::string(name) + (writable ? ": output array is not writable (or not strided)"
+                                              : ": array does not export a strided buffer"));
+  }
+  buffer_ = std::move(view);  // released by the destructor from here on
+  const Py_buffer& b = *buffer_;
+  DLDataType dtype{};
+  if (!buffer_dtype(b.format, b.itemsize, &dtype))
+    value_error(std::string(name) + ": unsupported element format '" + (b.format ? b.format : "B") +
+                "' (moegrad takes float32, float16, int32 and int64 in native byte order)");
+  shape_.assign(b.shape, b.shape + b.ndim);
+  strides_.resize(static_cast<size_t>(b.ndim));
+  for (int d = 0; d < b.ndim; ++d) {
+    if (b.strides[d] % b.itemsize != 0)
+      value_error(std::string(name) + ": stride " + std::to_string(b.strides[d]) + " bytes of dimension " +
+                  std::to_string(d) + " is not a multiple of the " + std::to_string(b.itemsize) + "-byte element");
+    strides_[static_cast<size_t>(d)] = b.strides[d] / b.itemsize;
+  }
+  tensor_.data = b.buf;
+  tensor_.device = {kDLCPU, 0};
+  tensor_.ndim = b.ndim;
+  tensor_.dtype = dtype;
+  tensor_.shape = shape_.data();
+  tensor_.strides = strides_.data();
+  tensor_.byte_offset = 0;
+}
+
+void TensorRef::from_dlpack(py::handle obj, const char* name) {
+  py::object capsule;
+  if (PyCapsule_CheckExact(obj.ptr())) {
+    capsule = py::reinterpret_borrow<py::object>(obj);
+  } else {
+    py::object source = py::reinterpret_borrow<py::object>(obj);
+    if (py::hasattr(source, "detach")) source = source.attr("detach")();  // torch refuses tensors with grad
+    capsule = source.attr("__dlpack__")();
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (managed == nullptr) {
+    PyErr_Clear();
+    value_error(std::string(name) + ": DLPack capsule was already consumed");
+  }
+  // The capsule keeps ownership (its destructor calls the deleter); we only
+  // borrow the description while it lives.
+  owner_ = capsule;
+  tensor_ = managed->dl_tensor;
+}
+
+}  // namespace moegrad::python

@@ -1,0 +1,38 @@
+// A DLTensor view of a Python array without copying: numpy arrays (and any
+// object with the buffer protocol) through the buffer protocol, PyTorch
+// tensors (and any object with __dlpack__) through DLPack. The view owns
+// what keeps the memory alive; it must be built with the GIL held and may be
+// used without it.
+#pragma once
+
+#include <dlpack/dlpack.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace moegrad::python {
+
+class TensorRef {
+ public:
+  // Raises ValueError (bad dtype code, byte order, read-only output,
+  // unaligned strides) or TypeError (not an array).
+  TensorRef(pybind11::handle obj, const char* name, bool writable);
+  ~TensorRef();
+  TensorRef(const TensorRef&) = delete;
+  TensorRef& operator=(const TensorRef&) = delete;
+
+  const DLTensor* get() const { return &tensor_; }
+
+ private:
+  void from_buffer(pybind11::handle obj, const char* name, bool writable);
+  void from_dlpack(pybind11::handle obj, const char* name);
+
+  DLTensor tensor_{};
+  std::vector<int64_t> shape_, strides_;
+  pybind11::object owner_;  // a DLPack capsule, or the exporting object
+  std::unique_ptr<Py_buffer> buffer_;
+};
+
+}  // namespace moegrad::python

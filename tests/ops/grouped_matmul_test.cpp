@@ -1,0 +1,341 @@
+// grouped_matmul (forward), grouped_matmul_weight_grad and moe_init_routing_grad
+// against float64 references; rounding of f16/bf16 outputs; accumulation;
+// empty experts; layouts; the non-fused path (grouped_matmul with weight^T,
+// then the scatter-add) giving grad-x's bits; and bitwise identical results
+// on every thread count and ISA path.
+#include <moegrad/moegrad_layer.h>
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <sstream>
+
+#include "float_formats.h"
+#include "ops_support.h"
+
+namespace mgt::ops {
+namespace {
+
+struct GemmCase {
+  std::vector<int64_t> counts{5, 0, 17, 1, 9};  // rows per expert, with an empty one
+  int64_t K = 19, N = 23;
+  DType dtype = DType::kF32;
+  bool f32_out = true;
+  Fill fill = Fill::kUniform;
+  bool weight_nk = false;   // weight is a [G, N, K] buffer seen as [G, K, N]
+  bool x_colmajor = false;  // x, grad_y and (unless out_padded) y stored column-major
+  bool out_padded = false;  // output rows padded (y) / grad_weight a transposed view
+  bool cumsum = false;
+  IndexDType gl_dtype = IndexDType::kI64;
+  uint64_t seed = 1;
+
+  int64_t G() const { return static_cast<int64_t>(counts.size()); }
+  int64_t M() const { return starts_of(counts).back(); }
+  DType out_dtype() const { return f32_out ? DType::kF32 : dtype; }
+  std::string describe() const {
+    std::ostringstream os;
+    os << "M=" << M() << " K=" << K << " N=" << N << " G=" << G() << " dtype=" << dtype_name(dtype)
+       << " out=" << dtype_name(out_dtype()) << (fill == Fill::kSmallInt ? " small-int" : " uniform")
+       << (weight_nk ? " weight[G,N,K]^T" : "") << (x_colmajor ? " x-colmajor" : "")
+       << (out_padded ? " out-strided" : "") << (cumsum ? " cumsum" : "") << " gl=" << index_dtype_name(gl_dtype);
+    return os.str();
+  }
+  HostTensor group_list() const {
+    std::vector<int64_t> v = counts;
+    if (cumsum) {
+      const std::vector<int64_t> start = starts_of(counts);
+      v.assign(start.begin() + 1, start.end());
+    }
+    return index_tensor(gl_dtype, {G()}, v);
+  }
+};
+
+std::vector<int64_t> matrix_strides(bool colmajor, int64_t rows) {
+  return colmajor ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{};
+}
+
+std::vector<GemmCase> forward_cases() {
+  std::vector<GemmCase> out;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    for (bool f32_out : {true, false}) {
+      GemmCase c;
+      c.dtype = dtype, c.f32_out = f32_out;
+      out.push_back(c);
+      c.fill = Fill::kSmallInt;
+      out.push_back(c);
+      c.fill = Fill::kUniform, c.weight_nk = true, c.out_padded = true, c.cumsum = true;
+      c.gl_dtype = IndexDType::kI32;
+      out.push_back(c);
+      c.x_colmajor = true, c.weight_nk = false;
+      out.push_back(c);
+      c.out_padded = false;  // column-major y as well
+      out.push_back(c);
+    }
+  GemmCase big;  // several row tiles, column blocks and K blocks
+  big.counts = {300, 0, 251, 7}, big.K = 300, big.N = 270, big.seed = 5;
+  out.push_back(big);
+  big.dtype = DType::kBF16, big.f32_out = false, big.weight_nk = true;
+  out.push_back(big);
+  return out;
+}
+
+struct ForwardRun {
+  explicit ForwardRun(const GemmCase& c)
+      : x(float_tensor(c.dtype, {c.M(), c.K}, c.fill, c.seed, matrix_strides(c.x_colmajor, c.M()))),
+        w(float_tensor(c.dtype, {c.G(), c.K, c.N}, c.fill, c.seed + 1,
+                       c.weight_nk ? permuted_strides({c.G(), c.K, c.N}, {0, 2, 1}) : std::vector<int64_t>{})),
+        gl(c.group_list()),
+        y(output_tensor(dl_type(c.out_dtype()), {c.M(), c.N},
+                        c.out_padded ? std::vector<int64_t>{c.N + 5, 1} : matrix_strides(c.x_colmajor, c.M()))),
+        tx(x.view()), tw(w.view()), tgl(gl.view()), ty(y.view()),
+        args{&tx, &tw, &tgl, &ty, c.cumsum ? MOEGRAD_GROUP_LIST_CUMSUM : MOEGRAD_GROUP_LIST_COUNT} {}
+
+  HostTensor x, w, gl, y;
+  DLTensor tx, tw, tgl, ty;
+  moegrad_grouped_matmul_args args;
+};
+
+TEST(GroupedMatmul, MatchesFloat64Reference) {
+  const auto ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  for (const GemmCase& c : forward_cases()) {
+    ForwardRun r(c);
+    const Outcome out = call(r.args, ctx.get());
+    ASSERT_TRUE(out.ok()) << c.describe() << ": " << out.describe();
+    const Ref64 ref = reference_grouped_matmul(r.x, r.w, c.counts);
+    const int64_t terms = c.fill == Fill::kSmallInt ? 0 : c.K;  // small integers: exact
+    EXPECT_TRUE(within_bound(r.y, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
+    EXPECT_TRUE(r.y.sentinel_outside_view()) << c.describe();
+  }
+}
+
+// A f16/bf16 y is the f32 result rounded once to nearest even.
+TEST(GroupedMatmul, NarrowOutputIsTheF32ResultRoundedOnce) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    GemmCase c;
+    c.dtype = dtype, c.f32_out = false;
+    ForwardRun narrow(c);
+    c.f32_out = true;
+    ForwardRun wide(c);
+    ASSERT_TRUE(call(narrow.args, nullptr).ok());
+    ASSERT_TRUE(call(wide.args, nullptr).ok());
+    const auto y32 = float_values(wide.y);
+    const auto bits = bit_values(narrow.y);
+    for (size_t e = 0; e < y32.size(); ++e) {
+      const float v = static_cast<float>(y32[e]);
+      const uint64_t want = dtype == DType::kF16 ? float_to_f16_bits(v) : float_to_bf16_bits(v);
+      ASSERT_EQ(bits[e], want) << dtype_name(dtype) << " element " << e << " f32 value " << v;
+    }
+  }
+}
+
+TEST(GroupedMatmul, EmptyProblemWritesNothing) {
+  GemmCase c;
+  c.counts = {0, 0, 0};
+  ForwardRun r(c);
+  ASSERT_TRUE(call(r.args, nullptr).ok());
+  EXPECT_TRUE(r.y.all_sentinel());
+}
+
+struct WeightGradRun {
+  WeightGradRun(const GemmCase& c, bool accumulate)
+      : x(float_tensor(c.dtype, {c.M(), c.K}, c.fill, c.seed, matrix_strides(c.x_colmajor, c.M()))),
+        gy(float_tensor(c.dtype, {c.M(), c.N}, c.fill, c.seed + 1, matrix_strides(c.x_colmajor, c.M()))),
+        gl(c.group_list()),
+        gw(accumulate ? float_tensor(DType::kF32, {c.G(), c.K, c.N}, Fill::kUniform, c.seed + 2, gw_strides(c))
+                      : output_tensor(dl_type(c.out_dtype()), {c.G(), c.K, c.N}, gw_strides(c))),
+        tx(x.view()), tgy(gy.view()), tgl(gl.view()), tgw(gw.view()),
+        args{&tx, &tgy, &tgl, &tgw, c.cumsum ? MOEGRAD_GROUP_LIST_CUMSUM : MOEGRAD_GROUP_LIST_COUNT,
+             accumulate ? 1 : 0} {}
+
+  static std::vector<int64_t> gw_strides(const GemmCase& c) {
+    return c.out_padded ? permuted_strides({c.G(), c.K, c.N}, {2, 0, 1}) : std::vector<int64_t>{};
+  }
+
+  HostTensor x, gy, gl, gw;
+  DLTensor tx, tgy, tgl, tgw;
+  moegrad_grouped_matmul_weight_grad_args args;
+};
+
+TEST(GroupedMatmulWeightGrad, MatchesFloat64Reference) {
+  const auto ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  for (const GemmCase& c : forward_cases()) {
+    WeightGradRun r(c, false);
+    const Outcome out = call(r.args, ctx.get());
+    ASSERT_TRUE(out.ok()) << c.describe() << ": " << out.describe();
+    const Ref64 ref = reference_weight_grad(r.x, r.gy, c.counts);
+    int64_t longest = 0;
+    for (int64_t n : c.counts) longest = std::max(longest, n);
+    const int64_t terms = c.fill == Fill::kSmallInt ? 0 : longest;
+    EXPECT_TRUE(within_bound(r.gw, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
+    // Empty experts: exact +0.0, every element written.
+    const auto bits = bit_values(r.gw);
+    const auto start = starts_of(c.counts);
+    for (int64_t g = 0; g < c.G(); ++g) {
+      if (c.counts[static_cast<size_t>(g)] != 0) continue;
+      for (int64_t e = g * c.K * c.N; e < (g + 1) * c.K * c.N; ++e)
+        ASSERT_EQ(bits[static_cast<size_t>(e)], 0u) << c.describe() << " expert " << g << " element " << e;
+    }
+  }
+}
+
+// accumulate: grad_weight = old + c with one f32 add, c the overwrite result.
+TEST(GroupedMatmulWeightGrad, AccumulateAddsOnceInF32) {
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (bool strided : {false, true}) {
+      GemmCase c;
+      c.dtype = dtype, c.out_padded = strided;
+      WeightGradRun fresh(c, false), acc(c, true);
+      const auto old = float_values(acc.gw);
+      ASSERT_TRUE(call(fresh.args, nullptr).ok());
+      const Outcome out = call(acc.args, nullptr);
+      ASSERT_TRUE(out.ok()) << out.describe();
+      const auto add = float_values(fresh.gw), got = float_values(acc.gw);
+      for (size_t e = 0; e < got.size(); ++e)
+        ASSERT_EQ(float_bits(static_cast<float>(got[e])),
+                  float_bits(static_cast<float>(old[e]) + static_cast<float>(add[e])))
+            << c.describe() << " element " << e;
+    }
+}
+
+TEST(GroupedMatmulWeightGrad, NoRowsGivesZeros) {
+  GemmCase c;
+  c.counts = {0, 0};
+  WeightGradRun r(c, false);
+  ASSERT_TRUE(call(r.args, nullptr).ok());
+  for (uint64_t b : bit_values(r.gw)) ASSERT_EQ(b, 0u);
+}
+
+// A routing for the scatter-add tests: rows of experts with padding rows and
+// dropped slots, in either index direction. owner[i] = token of row i or -1.
+struct ScatterRouting {
+  ScatterRouting(int64_t batch, int64_t top_k, int64_t G, int32_t type, uint64_t seed) : batch(batch), top_k(top_k) {
+    const auto experts = random_experts(batch, top_k, G, seed, {1});
+    const RefRouting r = reference_routing(experts, top_k, G, -1, batch * top_k / G);
+    counts = r.counts;
+    M = r.M;
+    owner.resize(static_cast<size_t>(M));
+    std::vector<int64_t> idx(static_cast<size_t>(type == 0 ? M + 3 : batch * top_k), -1);
+    std::mt19937_64 rng(seed);
+    for (int64_t i = 0; i < M; ++i) {
+      const bool padding = rng() % 7 == 0;  // a row that belongs to no token
+      owner[static_cast<size_t>(i)] = padding ? -1 : r.pos[static_cast<size_t>(i)] / top_k;
+      if (type == 0) idx[static_cast<size_t>(i)] = padding ? -1 : r.pos[static_cast<size_t>(i)];
+      else if (!padding) idx[static_cast<size_t>(r.pos[static_cast<size_t>(i)])] = i;
+    }
+    if (type == 0)
+      for (int64_t i = M; i < M + 3; ++i) idx[static_cast<size_t>(i)] = 0;  // entries past M are ignored
+    index = index_tensor(IndexDType::kI32, {static_cast<int64_t>(idx.size())}, idx);
+  }
+  int64_t batch, top_k, M = 0;
+  std::vector<int64_t> counts, owner;
+  HostTensor index;
+};
+
+TEST(MoeInitRoutingGrad, MatchesFloat64Reference) {
+  for (int32_t type : {0, 1})
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+      for (bool strided : {false, true}) {
+        ScatterRouting s(37, 3, 5, type, 11);
+        const int64_t K = 45;
+        HostTensor d = float_tensor(dtype, {s.M, K}, Fill::kUniform, 3, matrix_strides(strided, s.M));
+        HostTensor gx = output_tensor(kDLF32, {s.batch, K}, matrix_strides(strided, s.batch));
+        DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
+        const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, s.batch, s.top_k, type};
+        const Outcome out = call(args, nullptr);
+        ASSERT_TRUE(out.ok()) << out.describe();
+        const Ref64 ref = reference_scatter_add(d, s.owner, s.batch);
+        const std::string what = std::string("type ") + std::to_string(type) + " " + dtype_name(dtype) +
+                                 (strided ? " column-major" : "");
+        EXPECT_TRUE(within_bound(gx, ref, s.top_k, 0.0, what));
+        // Tokens without rows: exact +0.0.
+        const auto bits = bit_values(gx);
+        for (int64_t b = 0; b < s.batch; ++b) {
+          if (std::find(s.owner.begin(), s.owner.end(), b) != s.owner.end()) continue;
+          for (int64_t k = 0; k < K; ++k) ASSERT_EQ(bits[static_cast<size_t>(b * K + k)], 0u) << what;
+        }
+      }
+}
+
+// The non-fused path: d_expanded_x = grouped_matmul(grad_y, weight^T) in f32,
+// then moe_init_routing_grad; SPEC §5 makes it bitwise equal to grad-x.
+::testing::AssertionResult nonfused_equals_fused(DType dtype, int32_t type, const moegrad_context* ctx) {
+  ScatterRouting s(53, 2, 4, type, 21);
+  const int64_t K = 70, N = 90, G = static_cast<int64_t>(s.counts.size());
+  HostTensor grad_y = float_tensor(dtype, {s.M, N}, Fill::kUniform, 5);
+  HostTensor weight = float_tensor(dtype, {G, K, N}, Fill::kUniform, 6);
+  HostTensor gl = index_tensor(IndexDType::kI64, {G}, s.counts);
+  HostTensor fused = output_tensor(kDLF32, {s.batch, K}), nonfused = output_tensor(kDLF32, {s.batch, K});
+  HostTensor d_expanded = output_tensor(kDLF32, {s.M, K});
+  DLTensor tgy = grad_y.view(), tw = weight.view(), tgl = gl.view(), tidx = s.index.view();
+  DLTensor tfused = fused.view(), tnonfused = nonfused.view(), td = d_expanded.view();
+  // weight [G, K, N] seen as [G, N, K]: the forward GEMM computes grad_y @ weight[g]^T.
+  const std::vector<int64_t> wt_shape{G, N, K}, wt_strides{K * N, 1, N};
+  DLTensor twt = tw;
+  twt.shape = const_cast<int64_t*>(wt_shape.data());
+  twt.strides = const_cast<int64_t*>(wt_strides.data());
+
+  const moegrad_grad_x_args gx{&tgy, &tw, &tidx, &tgl, &tfused, s.batch, s.top_k, type, MOEGRAD_GROUP_LIST_COUNT};
+  if (moegrad_grad_x_run(&gx, ctx) != MOEGRAD_STATUS_SUCCESS)
+    return ::testing::AssertionFailure() << "grad_x: " << moegrad_last_error_message();
+  const moegrad_grouped_matmul_args mm{&tgy, &twt, &tgl, &td, MOEGRAD_GROUP_LIST_COUNT};
+  if (Outcome o = call(mm, ctx); !o.ok()) return ::testing::AssertionFailure() << o.describe();
+  const moegrad_moe_init_routing_grad_args scatter{&td, &tidx, &tnonfused, s.batch, s.top_k, type};
+  if (Outcome o = call(scatter, ctx); !o.ok()) return ::testing::AssertionFailure() << o.describe();
+  return same_bits(nonfused, fused, std::string(dtype_name(dtype)) + " type " + std::to_string(type));
+}
+
+class OpsIsa : public ::testing::TestWithParam<moegrad_isa> {};
+
+TEST_P(OpsIsa, NonFusedPathGivesGradXBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  for (int32_t threads : {1, 3}) {
+    const auto ctx = make_context(GetParam(), threads);
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+      for (int32_t type : {0, 1})
+        EXPECT_TRUE(nonfused_equals_fused(dtype, type, ctx.get())) << run_label(GetParam(), threads);
+  }
+}
+
+// The three operators on one medium problem, uniform values (rounding
+// matters): the same bits as the scalar path on one thread.
+struct Outputs {
+  HostTensor y, gw, gw_narrow, gx;
+};
+
+Outputs run_all(const moegrad_context* ctx) {
+  GemmCase c;
+  c.counts = {130, 0, 261, 1, 77}, c.K = 150, c.N = 200, c.dtype = DType::kBF16, c.seed = 77;
+  ForwardRun f(c);
+  WeightGradRun w(c, false);
+  c.f32_out = false;
+  WeightGradRun wn(c, false);
+  ScatterRouting s(211, 3, 5, 0, 8);
+  HostTensor d = float_tensor(DType::kF16, {s.M, 96}, Fill::kUniform, 4);
+  HostTensor gx = output_tensor(kDLF32, {s.batch, 96});
+  DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
+  const moegrad_moe_init_routing_grad_args scatter{&td, &tidx, &tgx, s.batch, s.top_k, 0};
+  for (Outcome o : {call(f.args, ctx), call(w.args, ctx), call(wn.args, ctx), call(scatter, ctx)})
+    EXPECT_TRUE(o.ok()) << o.describe();
+  return Outputs{std::move(f.y), std::move(w.gw), std::move(wn.gw), std::move(gx)};
+}
+
+TEST_P(OpsIsa, SameBitsOnEveryThreadCountAndIsa) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto scalar = make_context(MOEGRAD_ISA_SCALAR, 1);
+  const Outputs want = run_all(scalar.get());
+  for (int32_t threads : {1, 2, 3}) {
+    const auto ctx = make_context(GetParam(), threads);
+    const Outputs got = run_all(ctx.get());
+    const std::string what = run_label(GetParam(), threads) + " vs scalar, 1 thread";
+    EXPECT_TRUE(same_bits(got.y, want.y, "grouped_matmul " + what));
+    EXPECT_TRUE(same_bits(got.gw, want.gw, "weight_grad f32 " + what));
+    EXPECT_TRUE(same_bits(got.gw_narrow, want.gw_narrow, "weight_grad bf16 " + what));
+    EXPECT_TRUE(same_bits(got.gx, want.gx, "moe_init_routing_grad " + what));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(explicit_isas()),
+                         [](const auto& info) { return std::string(isa_label(info.param)); });
+
+}  // namespace
+}  // namespace mgt::ops

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "driver/packed_gemm.h"
+#include "driver/prefetcher.h"
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "runtime/fp_env.h"
@@ -36,16 +38,65 @@ moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan,
   return build_token_of_row(p, t->token_of_row);
 }
 
+GemmOperand expert_weight(const GradXProblem& p, int64_t g) {
+  return GemmOperand{static_cast<const std::byte*>(p.weight) + g * p.w_g * dtype_bytes(p.dtype), p.w_k, p.w_n};
+}
+
 // The grad-x GEMM of expert g: A = grad_y [M, N], B = weight[g] seen as [K, N].
 void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows, size_t count,
-                 int64_t k0, int64_t kn, float* c, size_t ldc, PackScratch* scratch) {
+                 int64_t k0, int64_t kn, float* c, size_t ldc, PackScratch* scratch,
+                 const GemmOperand* next_b = nullptr, Prefetcher* extra = nullptr) {
   const GemmBlocking blk{plan.kernels, p.dtype, plan.kc};
   const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
-  const auto* w_g = static_cast<const std::byte*>(p.weight) + g * p.w_g * dtype_bytes(p.dtype);
-  const GemmOperand b{w_g, p.w_k, p.w_n};
-  packed_gemm_tile(blk, a, rows, count, b, static_cast<size_t>(k0), static_cast<size_t>(kn), 0, p.N, c, ldc,
-                   scratch, g);
+  packed_gemm_tile(blk, a, rows, count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), 0, p.N,
+                   c, ldc, scratch, g, next_b, extra);
 }
+
+// The rows of one ring slot: up to ms expanded rows of one expert whose token
+// is in the item's range, in ascending order.
+struct Slot {
+  int32_t* rows;
+  int32_t* tokens;
+  size_t count = 0;
+  int64_t expert = -1;
+};
+
+// Walks an item's rows expert by expert, ascending, one slot at a time.
+class SlotGatherer {
+ public:
+  SlotGatherer(const GradXProblem& p, const Tables& t, int64_t t0, int64_t t1, size_t ms)
+      : p_(p), t_(t), t0_(t0), t1_(t1), ms_(ms), i_(t.group_start[0]) {}
+
+  // Fills *s; false when the item has no rows left.
+  bool next(Slot* s) {
+    s->count = 0;
+    for (; g_ < p_.G; ++g_) {
+      const int64_t end = t_.group_start[g_ + 1];
+      for (; i_ < end && s->count < ms_; ++i_) {
+        const int32_t b = t_.token_of_row[i_];
+        if (b >= t0_ && b < t1_) {
+          s->rows[s->count] = static_cast<int32_t>(i_);
+          s->tokens[s->count] = b;
+          ++s->count;
+        }
+      }
+      if (s->count > 0) {
+        s->expert = g_;
+        if (i_ == end) ++g_;
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  const GradXProblem& p_;
+  const Tables& t_;
+  const int64_t t0_, t1_;
+  const size_t ms_;
+  int64_t g_ = 0;
+  int64_t i_;
+};
 
 float* grad_x_at(const GradXProblem& p, int64_t b, int64_t k) { return p.grad_x + b * p.gx_row + k * p.gx_col; }
 
@@ -74,30 +125,36 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
 
   float* slot = region<float>(base, plan.ring, worker);
-  int32_t* rows = region<int32_t>(base, plan.row_lists, worker);
-  int32_t* tokens = rows + plan.ms;
+  int32_t* lists = region<int32_t>(base, plan.row_lists, worker);
   PackScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
+  const size_t elem = static_cast<size_t>(dtype_bytes(p.dtype));
 
   zero_block(p, t0, t1, k0, kn);
-  for (int64_t g = 0; g < p.G; ++g) {
-    int64_t i = t.group_start[g];
-    const int64_t end = t.group_start[g + 1];
-    while (i < end) {
-      // Gather the next (up to ms) rows of this expert whose token is ours.
-      size_t count = 0;
-      for (; i < end && count < plan.ms; ++i) {
-        const int32_t b = t.token_of_row[i];
-        if (b >= t0 && b < t1) {
-          rows[count] = static_cast<int32_t>(i);
-          tokens[count] = b;
-          ++count;
-        }
-      }
-      if (count == 0) break;
-      grad_x_tile(p, plan, g, rows, count, k0, kn, slot, plan.nc, &scratch);
-      // Scatter-add while the slot is hot, rows in ascending order.
-      for (size_t r = 0; r < count; ++r) add_into_grad_x(p, *plan.kernels, tokens[r], k0, kn, slot + r * plan.nc);
+  // Two row lists: while slot `cur` computes, the rows of `next` are known,
+  // so their grad_y rows and grad_x rows are prefetched (seed: parallNum >= 2).
+  Slot cur{lists, lists + plan.ms}, next{lists + 2 * plan.ms, lists + 3 * plan.ms};
+  SlotGatherer gather(p, t, t0, t1, plan.ms);
+  bool have = gather.next(&cur);
+  while (have) {
+    const bool have_next = gather.next(&next);
+    Prefetcher extra;
+    GemmOperand next_b{};
+    if (have_next) {
+      if (p.gy_col == 1)
+        extra.add({p.grad_y, p.gy_row * static_cast<int64_t>(elem), next.rows, next.count,
+                   std::min(plan.kc, static_cast<size_t>(p.N)) * elem, false});
+      if (p.gx_col == 1)
+        extra.add({grad_x_at(p, 0, k0), p.gx_row * static_cast<int64_t>(sizeof(float)), next.tokens, next.count,
+                   static_cast<size_t>(kn) * sizeof(float), true});
+      next_b = expert_weight(p, next.expert);
     }
+    grad_x_tile(p, plan, cur.expert, cur.rows, cur.count, k0, kn, slot, plan.nc, &scratch,
+                have_next && next.expert != cur.expert ? &next_b : nullptr, &extra);
+    // Scatter-add while the slot is hot, rows in ascending order.
+    for (size_t r = 0; r < cur.count; ++r)
+      add_into_grad_x(p, *plan.kernels, cur.tokens[r], k0, kn, slot + r * plan.nc);
+    std::swap(cur, next);
+    have = have_next;
   }
 }
 

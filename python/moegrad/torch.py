@@ -26,8 +26,9 @@ class MoEExpertsFunction(torch.autograd.Function):
     """autograd.Function behind moe_experts()."""
 
     @staticmethod
-    def forward(ctx, x, expert_idx, weight, context=None):
-        expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], context=context)
+    def forward(ctx, x, expert_idx, weight, context=None, active_num=None, capacity=None):
+        expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], active_num=active_num,
+                                                               capacity=capacity, context=context)
         y = _mg.grouped_matmul(expanded_x, weight, group_list, context=context)
         ctx.save_for_backward(expanded_x, row_idx, group_list, weight)
         ctx.batch, ctx.top_k = int(expert_idx.shape[0]), int(expert_idx.shape[1])
@@ -48,14 +49,16 @@ class MoEExpertsFunction(torch.autograd.Function):
         if ctx.needs_input_grad[2]:
             grad_weight = _mg.grouped_matmul_weight_grad(expanded_x, grad_y, group_list, out_dtype=weight.dtype,
                                                          context=ctx.context)
-        return grad_x, None, grad_weight, None
+        return grad_x, None, grad_weight, None, None, None
 
 
-def moe_experts(x, expert_idx, weight, context=None):
+def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacity=None):
     """The expert layer: returns (y, expanded_row_idx, group_list); gradients
     flow to x and weight in their dtypes. context: a moegrad.Context (threads,
-    ISA) or None for the package default."""
-    return MoEExpertsFunction.apply(x, expert_idx, weight, context)
+    ISA) or None for the package default. capacity / active_num drop slots as
+    moegrad.moe_init_routing does (y then has fewer rows; a dropped slot
+    contributes nothing and gets no gradient)."""
+    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity)
 
 
 def moe_combine(y, expanded_row_idx, batch, top_k, routing_weights=None):

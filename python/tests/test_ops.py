@@ -1,0 +1,198 @@
+"""Every operator against the float64 PyTorch reference, from numpy and from
+torch, on random routings with empty experts and dropped slots."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import moegrad
+import moe_reference as ref
+
+FRAMEWORK_DTYPES = [("numpy", "float32"), ("numpy", "float16"),
+                    ("torch", "float32"), ("torch", "float16"), ("torch", "bfloat16")]
+
+
+def as_framework(t, framework):
+    """A torch tensor as the framework's array (no copy for torch)."""
+    return t.numpy() if framework == "numpy" else t
+
+
+def as_torch(a):
+    return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
+
+
+def rand(shape, dtype):
+    return torch.empty(shape).uniform_(-2, 2).to(ref.TORCH_DTYPES[dtype])
+
+
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+@pytest.mark.parametrize("row_idx_type", [0, 1])
+@pytest.mark.parametrize("active_num,capacity", [(None, None), (None, 4), (9, None), (11, 5), (0, None)])
+def test_moe_init_routing(framework, dtype, row_idx_type, active_num, capacity):
+    batch, top_k, G, K = 13, 3, 6, 5
+    experts = ref.random_experts(batch, top_k, G, empty=(2,))
+    x = rand((batch, K), dtype)
+    index_dtype = "int32" if active_num is not None else "int64"
+    ex, idx, gl = moegrad.moe_init_routing(as_framework(x, framework), as_framework(experts, framework), G,
+                                           active_num=active_num, capacity=capacity, row_idx_type=row_idx_type,
+                                           index_dtype=index_dtype)
+    assert type(ex) is type(as_framework(x, framework))
+    pos, counts = ref.routing(experts, G, active_num, capacity)
+    ex, idx, gl = as_torch(ex), as_torch(idx), as_torch(gl)
+    assert ex.dtype == x.dtype and str(idx.dtype) == f"torch.{index_dtype}"
+    assert torch.equal(gl.long(), counts)
+    assert torch.equal(ex, x[pos // top_k])  # bit copies of the token rows
+    if row_idx_type == 0:
+        assert torch.equal(idx.long(), pos)
+    else:
+        want = torch.full((batch * top_k,), -1, dtype=torch.int64)
+        want[pos] = torch.arange(len(pos))
+        assert torch.equal(idx.long(), want)
+
+
+def counts_with_empty(M, G, empty):
+    """Random counts over G experts summing to M, zero for `empty`."""
+    live = [g for g in range(G) if g not in empty]
+    cuts = torch.sort(torch.randint(0, M + 1, (len(live) - 1,))).values.tolist()
+    sizes = [b - a for a, b in zip([0] + cuts, cuts + [M])]
+    counts = torch.zeros(G, dtype=torch.int64)
+    counts[live] = torch.tensor(sizes)
+    return counts
+
+
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+@pytest.mark.parametrize("out_dtype", [None, "float32"])
+@pytest.mark.parametrize("group_list_type", ["count", "cumsum"])
+def test_grouped_matmul(framework, dtype, out_dtype, group_list_type):
+    M, K, N, G = 61, 37, 29, 5
+    counts = counts_with_empty(M, G, empty=(0, 3))
+    x, w = rand((M, K), dtype), rand((G, N, K), dtype).transpose(1, 2)  # a strided weight view
+    gl = counts if group_list_type == "count" else torch.cumsum(counts, 0)
+    y = moegrad.grouped_matmul(as_framework(x, framework), as_framework(w, framework), as_framework(gl, framework),
+                               group_list_type=group_list_type, out_dtype=out_dtype)
+    y = as_torch(y)
+    expected_dtype = torch.float32 if out_dtype else x.dtype
+    assert y.dtype == expected_dtype and y.shape == (M, N)
+    ref.assert_within(y, ref.grouped_matmul(x, w, counts), ref.grouped_matmul(x.abs(), w.abs(), counts), K,
+                      expected_dtype, "grouped_matmul")
+
+
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+@pytest.mark.parametrize("out_dtype", [None, "float32"])
+def test_grouped_matmul_weight_grad(framework, dtype, out_dtype):
+    M, K, N, G = 70, 19, 23, 6
+    counts = counts_with_empty(M, G, empty=(1, 5))
+    x, gy = rand((M, K), dtype), rand((M, N), dtype)
+    gw = as_torch(moegrad.grouped_matmul_weight_grad(as_framework(x, framework), as_framework(gy, framework),
+                                                     as_framework(counts, framework), out_dtype=out_dtype))
+    expected_dtype = torch.float32 if out_dtype else x.dtype
+    assert gw.dtype == expected_dtype and gw.shape == (G, K, N)
+    ref.assert_within(gw, ref.weight_grad(x, gy, counts), ref.weight_grad(x.abs(), gy.abs(), counts),
+                      int(counts.max()), expected_dtype, "weight_grad")
+    assert torch.equal(gw[1], torch.zeros(K, N, dtype=expected_dtype))  # empty experts: exact zeros
+
+
+def test_weight_grad_accumulates_into_f32():
+    M, K, N, G = 40, 8, 9, 4
+    counts = counts_with_empty(M, G, empty=(2,))
+    x, gy = rand((M, K), "bfloat16"), rand((M, N), "bfloat16")
+    main_grad = torch.randn(G, K, N)
+    before = main_grad.clone()
+    fresh = moegrad.grouped_matmul_weight_grad(x, gy, counts, out_dtype="float32")
+    out = moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, accumulate=True)
+    assert out is main_grad
+    assert torch.equal(main_grad, before + fresh)  # one f32 add per element
+    with pytest.raises(ValueError, match="accumulate"):
+        moegrad.grouped_matmul_weight_grad(x, gy, counts, out=torch.zeros(G, K, N, dtype=torch.bfloat16),
+                                           accumulate=True)
+
+
+@pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
+@pytest.mark.parametrize("row_idx_type", [0, 1])
+def test_moe_init_routing_grad_and_grad_x(framework, dtype, row_idx_type):
+    batch, top_k, G, K, N = 21, 2, 5, 17, 13
+    experts = ref.random_experts(batch, top_k, G, empty=(4,))
+    x = rand((batch, K), dtype)
+    _, idx, gl = moegrad.moe_init_routing(x, experts, G, capacity=7, row_idx_type=row_idx_type)
+    pos, counts = ref.routing(experts, G, capacity=7)
+    M = int(counts.sum())
+    d, gy, w = rand((M, K), dtype), rand((M, N), dtype), rand((G, K, N), dtype)
+    f = lambda t: as_framework(t, framework)  # noqa: E731
+    owner = pos // top_k
+    got = as_torch(moegrad.moe_init_routing_grad(f(d), f(idx), batch, top_k, row_idx_type=row_idx_type))
+    assert got.dtype == torch.float32 and got.shape == (batch, K)
+    ref.assert_within(got, ref.scatter_add(d, owner, batch), ref.scatter_add(d.abs(), owner, batch), top_k,
+                      what="moe_init_routing_grad")
+    got = as_torch(moegrad.grad_x(f(gy), f(w), f(idx), f(gl), batch, top_k, row_idx_type=row_idx_type))
+    abs_ref = ref.grad_x(gy.abs(), w.abs(), pos, counts, batch, top_k)
+    ref.assert_within(got, ref.grad_x(gy, w, pos, counts, batch, top_k), abs_ref, N + top_k, what="grad_x")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_nonfused_path_gives_grad_x_bits(dtype):
+    """grouped_matmul(grad_y, weight^T) in f32, then the scatter-add: the same
+    bits as the fused grad-x (SPEC §5)."""
+    batch, top_k, G, K, N = 33, 2, 4, 40, 50
+    experts = ref.random_experts(batch, top_k, G)
+    _, idx, gl = moegrad.moe_init_routing(rand((batch, 1), dtype), experts, G, active_num=50)
+    M = int(gl.sum())
+    gy, w = rand((M, N), dtype), rand((G, K, N), dtype)
+    d = moegrad.grouped_matmul(gy, w.transpose(1, 2), gl, out_dtype="float32")
+    nonfused = moegrad.moe_init_routing_grad(d, idx, batch, top_k)
+    fused = moegrad.grad_x(gy, w, idx, gl, batch, top_k)
+    assert torch.equal(nonfused, fused)
+
+
+def test_out_arrays_are_written_in_place():
+    M, K, N, G = 12, 4, 6, 3
+    counts = np.array([5, 0, 7])
+    x = np.random.default_rng(0).standard_normal((M, K)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((G, K, N)).astype(np.float32)
+    buffer = np.full((M, N + 2), np.nan, dtype=np.float32)
+    y = moegrad.grouped_matmul(x, w, counts, out=buffer[:, 1:N + 1])  # a strided view of a bigger buffer
+    assert np.shares_memory(y, buffer)
+    assert np.isnan(buffer[:, 0]).all() and np.isnan(buffer[:, -1]).all()
+    np.testing.assert_allclose(buffer[:, 1:N + 1], ref.grouped_matmul(x, w, counts).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_readonly_and_noncontiguous_numpy_inputs():
+    M, K, N, G = 10, 6, 4, 2
+    counts = np.array([4, 6], dtype=np.int32)
+    x = np.asfortranarray(np.random.default_rng(2).standard_normal((M, K)).astype(np.float16))
+    x.flags.writeable = False
+    w = np.random.default_rng(3).standard_normal((G, K, 2 * N)).astype(np.float16)[:, :, ::2]
+    y = moegrad.grouped_matmul(x, w, counts, out_dtype="float32")
+    xt, wt = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(w))
+    ref.assert_within(y, ref.grouped_matmul(xt, wt, counts), ref.grouped_matmul(xt.abs(), wt.abs(), counts), K)
+
+
+def test_gil_is_released_while_computing():
+    M, K, N = 2048, 512, 512
+    x, w = torch.randn(M, K), torch.randn(1, K, N)
+    gl = torch.tensor([M])
+    ctx = moegrad.Context(num_threads=1)
+    worker = threading.Thread(target=lambda: [moegrad.grouped_matmul(x, w, gl, context=ctx) for _ in range(4)])
+    ticks = 0
+    worker.start()
+    while worker.is_alive():
+        ticks += 1  # only runs while the worker's C call does not hold the GIL
+    worker.join()
+    assert ticks > 1000
+
+
+def test_context_settings():
+    ctx = moegrad.Context(num_threads=3, isa="scalar")
+    assert ctx.num_threads == 3 and ctx.isa == "scalar"
+    ctx.num_threads = 1
+    assert ctx.num_threads == 1
+    with pytest.raises(ValueError):
+        moegrad.Context(isa="sse9")
+    with pytest.raises(ValueError):
+        moegrad.Context(num_threads=-1)
+    assert moegrad.isa_available("scalar")
+    previous = moegrad.get_num_threads()
+    moegrad.set_num_threads(1)
+    assert moegrad.get_num_threads() == 1
+    moegrad.set_num_threads(previous)

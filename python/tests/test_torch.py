@@ -1,0 +1,174 @@
+"""moegrad.torch: the autograd expert layer against PyTorch autograd of the
+reference composition, finite differences, determinism, and refusals."""
+
+import warnings
+
+import pytest
+import torch
+
+import moegrad
+import moegrad.torch as mgt
+import moe_reference as ref
+
+
+def reference_layer(x, expert_idx, weight, active_num=None, capacity=None):
+    """Plain PyTorch: the permute, a matmul per expert, in float64 (differentiable)."""
+    G, top_k = weight.shape[0], expert_idx.shape[1]
+    pos, counts = ref.routing(expert_idx, G, active_num, capacity)
+    expanded = x[pos // top_k]
+    s = ref.starts(counts)
+    y = torch.cat([expanded[s[g]:s[g + 1]] @ weight[g] for g in range(G)])
+    return y, pos, counts
+
+
+def make_inputs(batch, top_k, G, K, N, dtype, empty=(1,)):
+    x = torch.empty(batch, K).uniform_(-1, 1).to(dtype).requires_grad_()
+    w = torch.empty(G, K, N).uniform_(-1, 1).to(dtype).requires_grad_()
+    return x, ref.random_experts(batch, top_k, G, empty=empty), w
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("active_num,capacity", [(None, None), (30, 9)])
+def test_forward_and_gradients_match_pytorch_autograd(dtype, active_num, capacity):
+    batch, top_k, G, K, N = 24, 2, 5, 16, 12
+    x, e, w = make_inputs(batch, top_k, G, K, N, dtype)
+    y, idx, gl = mgt.moe_experts(x, e, w, active_num=active_num, capacity=capacity)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    y_ref, pos, counts = reference_layer(x64, e, w64, active_num, capacity)
+    assert y.dtype == dtype and idx.dtype == torch.int64 and gl.dtype == torch.int64
+    assert torch.equal(idx, pos) and torch.equal(gl, counts)
+    assert not idx.requires_grad and not gl.requires_grad
+    y_abs = reference_layer(x64.detach().abs(), e, w64.detach().abs(), active_num, capacity)[0]
+    ref.assert_within(y, y_ref.detach(), y_abs, K, dtype, "y")
+
+    upstream = torch.empty(y.shape).uniform_(-1, 1).to(dtype)
+    (y * upstream).sum().backward()
+    (y_ref * upstream.double()).sum().backward()
+    assert x.grad.dtype == dtype and w.grad.dtype == dtype
+    # Bounds from the terms' magnitudes: grad_x sums N*top_k products, the
+    # weight grad an expert's rows; one final rounding to the dtype.
+    gx_abs = ref.grad_x(upstream.double().abs(), w64.detach().abs(), pos, counts, batch, top_k)
+    ref.assert_within(x.grad, x64.grad, gx_abs, N + top_k + 1, dtype, "grad x")
+    gw_abs = ref.weight_grad(x64.detach()[pos // top_k].abs(), upstream.double().abs(), counts)
+    ref.assert_within(w.grad, w64.grad, gw_abs, int(counts.max()) + 1, dtype, "grad weight")
+    assert torch.equal(w.grad[1], torch.zeros(K, N, dtype=dtype))  # the empty expert
+
+
+def test_gradcheck_finite_differences():
+    """The layer is linear in x and in weight, so central differences of the
+    fp32 forward are exact up to fp32 rounding: gradcheck with fp32 inputs and
+    a tolerance well above 2^-24 relative."""
+    x, e, w = make_inputs(5, 2, 3, 4, 3, torch.float32, empty=())
+    fn = lambda x_, w_: mgt.moe_experts(x_, e, w_)[0]  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # gradcheck warns about non-double inputs
+        assert torch.autograd.gradcheck(fn, (x, w), eps=1e-2, atol=1e-3, rtol=1e-3, check_undefined_grad=False,
+                                        check_batched_grad=False)
+
+
+def test_backward_never_builds_d_expanded_x(monkeypatch):
+    x, e, w = make_inputs(16, 2, 4, 8, 8, torch.float32)
+    y, _, _ = mgt.moe_experts(x, e, w)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the backward must not run the non-fused path")
+
+    monkeypatch.setattr(moegrad, "grouped_matmul", forbidden)
+    monkeypatch.setattr(moegrad, "moe_init_routing_grad", forbidden)
+    y.sum().backward()
+    assert x.grad is not None and w.grad is not None
+
+
+def test_only_requested_gradients():
+    x, e, w = make_inputs(8, 2, 3, 4, 5, torch.float32)
+    x.requires_grad_(False)
+    mgt.moe_experts(x, e, w)[0].sum().backward()
+    assert x.grad is None and w.grad is not None
+
+
+def run_layer(x, e, w, context):
+    x, w = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    y, _, _ = mgt.moe_experts(x, e, w, context)
+    (y * torch.linspace(-1, 1, y.numel()).reshape(y.shape).to(y.dtype)).sum().backward()
+    return y.detach(), x.grad, w.grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_same_bits_for_any_thread_count(dtype):
+    x, e, w = make_inputs(300, 2, 6, 96, 80, dtype)
+    saved = torch.get_num_threads()
+    try:
+        results = []
+        for torch_threads in (1, 2):
+            torch.set_num_threads(torch_threads)
+            for threads in (1, 2, 3):
+                results.append(run_layer(x, e, w, moegrad.Context(num_threads=threads)))
+    finally:
+        torch.set_num_threads(saved)
+    for got in results[1:]:
+        for a, b in zip(got, results[0]):
+            assert torch.equal(a.view(torch.int16 if a.element_size() == 2 else torch.int32),
+                               b.view(torch.int16 if b.element_size() == 2 else torch.int32))
+
+
+def test_module_trains():
+    torch.manual_seed(1)
+    layer = mgt.MoEExperts(4, 8, 6, dtype=torch.float32)
+    assert layer.weight.shape == (4, 8, 6) and "num_experts=4" in repr(layer)
+    x = torch.randn(32, 8)
+    e = ref.random_experts(32, 2, 4)
+    target = torch.randn(32, 6)
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1)
+    losses = []
+    for _ in range(5):
+        y, idx, _ = layer(x, e)
+        loss = ((mgt.moe_combine(y, idx, 32, 2) - target) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0]
+
+
+def test_moe_combine_matches_a_loop():
+    y = torch.randn(6, 3)
+    idx = torch.tensor([0, 3, 1, 5, 2, 4])  # positions p = b*top_k + j, top_k = 2
+    weights = torch.rand(3, 2)
+    out = mgt.moe_combine(y, idx, 3, 2, weights)
+    want = torch.zeros(3, 3)
+    for i, p in enumerate(idx.tolist()):
+        want[p // 2] += weights[p // 2, p % 2] * y[i]
+    assert torch.allclose(out, want)
+
+
+@pytest.mark.parametrize("case", ["dtype mismatch", "expert out of range", "K mismatch", "float64", "idx 1-D",
+                                  "negative expert"])
+def test_bad_inputs_raise_value_error(case):
+    x, e, w = make_inputs(6, 2, 3, 4, 5, torch.float32, empty=())
+    if case == "dtype mismatch":
+        w = w.detach().bfloat16()
+    elif case == "expert out of range":
+        e = e.clone()
+        e[2, 1] = 3
+    elif case == "negative expert":
+        e = e.clone()
+        e[0, 0] = -1
+    elif case == "K mismatch":
+        w = torch.randn(3, 5, 5)
+    elif case == "float64":
+        x, w = x.detach().double(), w.detach().double()
+    elif case == "idx 1-D":
+        e = e[:, 0]
+    with pytest.raises(ValueError) as info:
+        mgt.moe_experts(x, e, w)
+    assert isinstance(info.value, moegrad.Error) and info.value.status.startswith("MOEGRAD_STATUS_")
+    assert "\n" not in str(info.value) and str(info.value)
+
+
+def test_error_carries_status_and_message():
+    with pytest.raises(moegrad.Error) as info:
+        moegrad.moe_init_routing(torch.randn(4, 3), torch.tensor([[0], [1], [7], [2]]), 3)
+    assert info.value.status == "MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE"
+    assert "expert_idx[2, 0]=7" in str(info.value)
+    with pytest.raises(ValueError, match="unsupported element format"):
+        moegrad.grouped_matmul(object(), torch.randn(1, 2, 2), torch.tensor([0]))  # numpy makes it dtype=object

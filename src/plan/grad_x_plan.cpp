@@ -35,22 +35,35 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   plan.kernels = &k;
   plan.workers = std::max(workers, 1);
 
-  // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc): a slot of
-  // ~256 rows x 256 columns, a reduction block of 256, so one worker's
-  // slot + panels stay within a 1 MiB L2.
+  // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc).
+  //
+  // kc = 256: the B micro-panel (kc x NR) stays in L1 across a column of
+  // micro-kernel calls. Even, so fast-bf16 pairs never straddle blocks.
+  //
+  // nc: every column block re-packs the slot's grad_y rows, so wider blocks
+  // pack less; but the blocks are also the unit of parallelism. Aim for 4
+  // blocks per worker, never narrower than 256 columns (below that the
+  // packing of grad_y dominates and splitting tokens is cheaper) nor wider
+  // than 512 (the packed weight panel, 512 x kc, must stay in L2).
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
-  plan.kc = std::min<size_t>(N, 256);  // even: fast-bf16 pairs never straddle blocks
-  plan.nc = std::min(round_up(K, k.nr), round_up(256, k.nr));
-  plan.ms = round_up(240, k.mr);
-
-  plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
-  // Enough items to keep every worker busy (4 per worker): when K gives too
-  // few column blocks, split the tokens too.
   const int64_t want_items = 4 * static_cast<int64_t>(plan.workers);
+  plan.kc = std::min<size_t>(N, 256);
+  const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
+  plan.nc = std::clamp(round_up(per_item, k.nr), std::min(round_up(K, k.nr), round_up(256, k.nr)),
+                       std::min(round_up(K, k.nr), round_up(512, k.nr)));
+  plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
+
+  // Too few column blocks for the workers: split the tokens into chunks.
   plan.chunks = plan.col_blocks >= want_items ? 1 : (want_items + plan.col_blocks - 1) / plan.col_blocks;
   plan.chunks = std::min<int64_t>(plan.chunks, p.batch);
   plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
   plan.chunks = (p.batch + plan.tokens_per_chunk - 1) / plan.tokens_per_chunk;
+
+  // ms: room for twice the average rows an expert has in a chunk, so an
+  // expert rarely needs a second slot (which would pack its weights again),
+  // at most 252 rows (the slot, ms x nc, then fits in L2 beside the panels).
+  const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
+  plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), k.mr), k.mr, round_up(240, k.mr));
 
   const size_t ms_pad = round_up(plan.ms, k.mr), nc_pad = round_up(plan.nc, k.nr);
   size_t cursor = 0;

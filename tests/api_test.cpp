@@ -1,0 +1,367 @@
+// The public API around the operator: version, status strings, ISA queries,
+// the thread-local error message, contexts and their environment defaults,
+// executor lifecycle and workspace, NULL contexts, and the C++ RAII layer.
+#include <moegrad/moegrad.h>
+#include <moegrad/moegrad.hpp>
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "problem.h"
+#include "reference.h"
+#include "runner.h"
+
+namespace mgt {
+namespace {
+
+TEST(Api, Version) {
+  EXPECT_STREQ(moegrad_version(), "0.1.0");
+  EXPECT_STREQ(moegrad_version(), MOEGRAD_VERSION_STRING);
+  EXPECT_EQ(std::to_string(MOEGRAD_VERSION_MAJOR) + "." + std::to_string(MOEGRAD_VERSION_MINOR) + "." +
+                std::to_string(MOEGRAD_VERSION_PATCH),
+            MOEGRAD_VERSION_STRING);
+}
+
+TEST(Api, StatusStringsNameEveryStatus) {
+  struct Named {
+    moegrad_status status;
+    const char* name;
+  };
+  const Named all[] = {
+      {MOEGRAD_STATUS_SUCCESS, "MOEGRAD_STATUS_SUCCESS"},
+      {MOEGRAD_STATUS_NULL_POINTER, "MOEGRAD_STATUS_NULL_POINTER"},
+      {MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "MOEGRAD_STATUS_WORKSPACE_TOO_SMALL"},
+      {MOEGRAD_STATUS_EXECUTOR_USED, "MOEGRAD_STATUS_EXECUTOR_USED"},
+      {MOEGRAD_STATUS_INVALID_ARGUMENT, "MOEGRAD_STATUS_INVALID_ARGUMENT"},
+      {MOEGRAD_STATUS_BAD_RANK, "MOEGRAD_STATUS_BAD_RANK"},
+      {MOEGRAD_STATUS_BAD_DTYPE, "MOEGRAD_STATUS_BAD_DTYPE"},
+      {MOEGRAD_STATUS_DTYPE_MISMATCH, "MOEGRAD_STATUS_DTYPE_MISMATCH"},
+      {MOEGRAD_STATUS_N_MISMATCH, "MOEGRAD_STATUS_N_MISMATCH"},
+      {MOEGRAD_STATUS_GROUP_COUNT_MISMATCH, "MOEGRAD_STATUS_GROUP_COUNT_MISMATCH"},
+      {MOEGRAD_STATUS_GRAD_X_SHAPE, "MOEGRAD_STATUS_GRAD_X_SHAPE"},
+      {MOEGRAD_STATUS_EMPTY_DIMENSION, "MOEGRAD_STATUS_EMPTY_DIMENSION"},
+      {MOEGRAD_STATUS_BAD_BATCH, "MOEGRAD_STATUS_BAD_BATCH"},
+      {MOEGRAD_STATUS_BAD_TOP_K, "MOEGRAD_STATUS_BAD_TOP_K"},
+      {MOEGRAD_STATUS_BAD_ROW_IDX_TYPE, "MOEGRAD_STATUS_BAD_ROW_IDX_TYPE"},
+      {MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE, "MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE"},
+      {MOEGRAD_STATUS_SIZE_OVERFLOW, "MOEGRAD_STATUS_SIZE_OVERFLOW"},
+      {MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT"},
+      {MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "MOEGRAD_STATUS_GROUP_SUM_MISMATCH"},
+      {MOEGRAD_STATUS_CUMSUM_DECREASING, "MOEGRAD_STATUS_CUMSUM_DECREASING"},
+      {MOEGRAD_STATUS_M_EXCEEDS_SLOTS, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS"},
+      {MOEGRAD_STATUS_INDEX_TOO_SHORT, "MOEGRAD_STATUS_INDEX_TOO_SHORT"},
+      {MOEGRAD_STATUS_INDEX_TOO_LONG, "MOEGRAD_STATUS_INDEX_TOO_LONG"},
+      {MOEGRAD_STATUS_INDEX_OUT_OF_RANGE, "MOEGRAD_STATUS_INDEX_OUT_OF_RANGE"},
+      {MOEGRAD_STATUS_DUPLICATE_INDEX, "MOEGRAD_STATUS_DUPLICATE_INDEX"},
+      {MOEGRAD_STATUS_BAD_LAYOUT, "MOEGRAD_STATUS_BAD_LAYOUT"},
+      {MOEGRAD_STATUS_UNSUPPORTED_DEVICE, "MOEGRAD_STATUS_UNSUPPORTED_DEVICE"},
+      {MOEGRAD_STATUS_ISA_UNAVAILABLE, "MOEGRAD_STATUS_ISA_UNAVAILABLE"},
+      {MOEGRAD_STATUS_OUT_OF_MEMORY, "MOEGRAD_STATUS_OUT_OF_MEMORY"},
+      {MOEGRAD_STATUS_INTERNAL, "MOEGRAD_STATUS_INTERNAL"},
+  };
+  std::set<std::string> seen;
+  for (const Named& n : all) {
+    const char* s = moegrad_status_string(n.status);
+    ASSERT_NE(s, nullptr) << n.name;
+    EXPECT_EQ(std::string(s).rfind(n.name, 0), 0u) << "\"" << s << "\" should start with " << n.name;
+    EXPECT_GT(std::strlen(s), std::strlen(n.name)) << n.name << " has no explanation";
+    EXPECT_TRUE(seen.insert(s).second) << "duplicate string " << s;
+  }
+  const char* unknown = moegrad_status_string(static_cast<moegrad_status>(12345));
+  ASSERT_NE(unknown, nullptr);
+  EXPECT_GT(std::strlen(unknown), 0u);
+}
+
+TEST(Api, IsaNamesAndAvailability) {
+  EXPECT_STREQ(moegrad_isa_name(MOEGRAD_ISA_AUTO), "auto");
+  EXPECT_STREQ(moegrad_isa_name(MOEGRAD_ISA_SCALAR), "scalar");
+  EXPECT_STREQ(moegrad_isa_name(MOEGRAD_ISA_AVX2), "avx2");
+  EXPECT_STREQ(moegrad_isa_name(MOEGRAD_ISA_AVX512), "avx512");
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AUTO), 1);
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_SCALAR), 1);
+  // The CPU's own answer (libgcc checks CPUID and the OS-enabled state).
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = __builtin_cpu_supports("avx512f");
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX2) != 0, avx2);
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX512) != 0, avx512);
+  EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(42)), 0);
+}
+
+TEST(Api, LastErrorMessageIsThreadLocal) {
+  std::string before, after, other_thread;
+  std::thread([&] {
+    before = moegrad_last_error_message();
+    EXPECT_EQ(moegrad_context_create(nullptr), MOEGRAD_STATUS_NULL_POINTER);
+    after = moegrad_last_error_message();
+  }).join();
+  std::thread([&] { other_thread = moegrad_last_error_message(); }).join();
+  EXPECT_EQ(before, "") << "a fresh thread has no message";
+  EXPECT_NE(after, "") << "a failed call leaves a message";
+  EXPECT_EQ(other_thread, "") << "another thread's failure is not visible";
+}
+
+// ---- contexts -----------------------------------------------------------------------
+
+int64_t online_cpus() { return sysconf(_SC_NPROCESSORS_ONLN); }
+
+TEST(Context, DefaultsWithoutEnvironment) {
+  ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
+  ScopedEnv isa("MOEGRAD_ISA", std::nullopt);
+  moegrad::Context ctx;
+  EXPECT_EQ(ctx.num_threads(), online_cpus());
+  EXPECT_EQ(ctx.isa(), fastest_isa()) << "got " << isa_label(ctx.isa());
+}
+
+TEST(Context, EnvironmentDefaults) {
+  {
+    ScopedEnv threads("MOEGRAD_NUM_THREADS", "3");
+    EXPECT_EQ(moegrad::Context().num_threads(), 3);
+  }
+  for (moegrad_isa want : explicit_isas()) {
+    if (!moegrad_isa_available(want)) continue;
+    ScopedEnv isa("MOEGRAD_ISA", isa_label(want));
+    EXPECT_EQ(moegrad::Context().isa(), want) << isa_label(want);
+  }
+  ScopedEnv isa("MOEGRAD_ISA", "auto");
+  EXPECT_EQ(moegrad::Context().isa(), fastest_isa());
+}
+
+TEST(Context, SettersAndGetters) {
+  ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
+  ScopedEnv isa("MOEGRAD_ISA", std::nullopt);
+  moegrad::Context ctx;
+  ctx.set_num_threads(5);
+  EXPECT_EQ(ctx.num_threads(), 5);
+  ctx.set_num_threads(0);
+  EXPECT_EQ(ctx.num_threads(), online_cpus()) << "0 restores the default";
+  ctx.set_isa(MOEGRAD_ISA_SCALAR);
+  EXPECT_EQ(ctx.isa(), MOEGRAD_ISA_SCALAR);
+  ctx.set_isa(MOEGRAD_ISA_AUTO);
+  EXPECT_EQ(ctx.isa(), fastest_isa()) << "AUTO restores the automatic choice, never reported as AUTO";
+  ctx.set_fast_bf16(true);
+  ctx.set_fast_bf16(false);
+}
+
+TEST(Context, NullPointers) {
+  EXPECT_EQ(moegrad_context_create(nullptr), MOEGRAD_STATUS_NULL_POINTER);
+  int32_t n = 0;
+  moegrad_isa isa = MOEGRAD_ISA_AUTO;
+  EXPECT_EQ(moegrad_context_set_num_threads(nullptr, 1), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_EQ(moegrad_context_get_num_threads(nullptr, &n), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_EQ(moegrad_context_set_isa(nullptr, MOEGRAD_ISA_SCALAR), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_EQ(moegrad_context_get_isa(nullptr, &isa), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_EQ(moegrad_context_set_fast_bf16(nullptr, 1), MOEGRAD_STATUS_NULL_POINTER);
+  auto ctx = make_context();
+  EXPECT_EQ(moegrad_context_get_num_threads(ctx.get(), nullptr), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_EQ(moegrad_context_get_isa(ctx.get(), nullptr), MOEGRAD_STATUS_NULL_POINTER);
+  moegrad_context_destroy(nullptr);    // no-op
+  moegrad_executor_destroy(nullptr);   // no-op
+}
+
+TEST(Context, MoveKeepsTheContext) {
+  moegrad::Context a;
+  a.set_num_threads(3);
+  moegrad::Context b(std::move(a));
+  EXPECT_EQ(b.num_threads(), 3);
+  moegrad::Context c;
+  c = std::move(b);
+  EXPECT_EQ(c.num_threads(), 3);
+}
+
+// ---- executor lifecycle and workspace --------------------------------------------
+
+ProblemSpec api_spec(int32_t type) {
+  ProblemSpec s = make_spec({.batch = 50, .top_k = 2, .experts = 5, .K = 80, .N = 96}, type, 0.9, 50);
+  s.values = Values::kSmallInt;
+  return s;
+}
+
+TEST(Executor, NullContextUsesTheDefault) {
+  for (int32_t type : {0, 1}) {
+    const Problem p(api_spec(type));
+    const auto want = compute(p);
+    for (bool one_shot : {false, true}) {
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      RunOptions o;
+      o.one_shot = one_shot;
+      const Outcome out = run_call(call.args, nullptr, o);
+      ASSERT_TRUE(out.ok()) << out.describe();
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " with ctx NULL"));
+    }
+  }
+}
+
+// "Tensors must stay valid (the structs need not)": the args struct, the
+// DLTensor structs and their shape/stride arrays may be gone by the run.
+TEST(Executor, ArgumentStructsNeedNotOutliveThePlan) {
+  for (int32_t type : {0, 1}) {
+    Layout strided;
+    strided.grad_y_row_pad = 3;
+    strided.grad_x_row_pad = 2;
+    const Problem p(api_spec(type), strided);
+    const auto want = compute(p);
+    HostTensor gx = p.make_grad_x();
+    auto ctx = make_context();
+    size_t ws = 0;
+    moegrad_executor* raw = nullptr;
+    {
+      auto call = std::make_unique<Call>(p, gx);
+      // Private copies of the shape/stride arrays, scribbled over after planning.
+      std::vector<std::vector<int64_t>> arrays;
+      for (DLTensor* t : {&call->grad_y, &call->weight, &call->idx, &call->group_list, &call->grad_x}) {
+        arrays.emplace_back(t->shape, t->shape + t->ndim);
+        t->shape = arrays.back().data();
+        if (t->strides) {
+          arrays.emplace_back(t->strides, t->strides + t->ndim);
+          t->strides = arrays.back().data();
+        }
+      }
+      ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call->args, ctx.get(), &ws, &raw), MOEGRAD_STATUS_SUCCESS)
+          << moegrad_last_error_message();
+      for (auto& a : arrays) std::fill(a.begin(), a.end(), -77);
+      std::memset(static_cast<void*>(call.get()), 0xCD, sizeof(Call));
+    }
+    ExecutorPtr ex(raw);
+    std::vector<unsigned char> buffer(ws + 1);
+    ASSERT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, p.describe()));
+  }
+}
+
+// The run uses the planning context's ISA and "at most as many threads as
+// were planned"; more or fewer threads at run time must still work.
+TEST(Executor, RunContextMayDifferFromThePlanningOne) {
+  const Problem p(api_spec(1));
+  const auto want = compute(p);
+  for (auto [plan_threads, run_threads] : {std::pair{1, 8}, std::pair{8, 1}, std::pair{2, 3}}) {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    auto plan_ctx = make_context(MOEGRAD_ISA_SCALAR, plan_threads);
+    auto run_ctx = make_context(fastest_isa(), run_threads);
+    size_t ws = 0;
+    moegrad_executor* raw = nullptr;
+    ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, plan_ctx.get(), &ws, &raw), MOEGRAD_STATUS_SUCCESS);
+    ExecutorPtr ex(raw);
+    std::vector<unsigned char> buffer(ws + 1);
+    ASSERT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), run_ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K,
+                              "planned with " + std::to_string(plan_threads) + " threads, run with " +
+                                  std::to_string(run_threads)));
+  }
+}
+
+TEST(Executor, DestroyWithoutRunning) {
+  const Problem p(api_spec(0));
+  HostTensor gx = p.make_grad_x();
+  Call call(p, gx);
+  size_t ws = 0;
+  moegrad_executor* raw = nullptr;
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, nullptr, &ws, &raw), MOEGRAD_STATUS_SUCCESS);
+  ASSERT_NE(raw, nullptr);
+  moegrad_executor_destroy(raw);
+  EXPECT_TRUE(gx.all_sentinel()) << "planning wrote grad_x";
+}
+
+// The reported size is exact and the only memory of size the run uses: the
+// workspace ends right before a PROT_NONE page, so reading or writing past
+// it faults. It is bounded by 8*L bytes plus a few MiB (SPEC §6).
+TEST(Executor, WorkspaceIsExactAndBounded) {
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int32_t type : {0, 1}) {
+    ProblemSpec s = api_spec(type);
+    s.routing.batch = 700;
+    const Problem p(s);
+    const auto want = compute(p);
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    auto ctx = make_context();
+    size_t ws = 0;
+    moegrad_executor* raw = nullptr;
+    ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, ctx.get(), &ws, &raw), MOEGRAD_STATUS_SUCCESS);
+    ExecutorPtr ex(raw);
+    EXPECT_LE(ws, 8 * static_cast<size_t>(p.routing.L()) + (size_t{8} << 20)) << p.describe();
+
+    const size_t pages = (ws + static_cast<size_t>(page) - 1) / static_cast<size_t>(page) + 1;
+    void* region = mmap(nullptr, pages * static_cast<size_t>(page), PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(region, MAP_FAILED);
+    auto* guard = static_cast<unsigned char*>(region) + (pages - 1) * static_cast<size_t>(page);
+    ASSERT_EQ(mprotect(guard, static_cast<size_t>(page), PROT_NONE), 0);
+    void* workspace = ws == 0 ? nullptr : guard - ws;
+    EXPECT_EQ(moegrad_grad_x(workspace, ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    munmap(region, pages * static_cast<size_t>(page));
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, p.describe()));
+  }
+}
+
+// ---- C++ layer ----------------------------------------------------------------------
+
+TEST(Cpp, ExecutorAndOneShotMatchTheCApi) {
+  const Problem p(api_spec(1));
+  const auto want = compute(p);
+  moegrad::Context ctx;
+  ctx.set_num_threads(2);
+  {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    moegrad::GradXExecutor ex(call.args, ctx);
+    moegrad::GradXExecutor moved(std::move(ex));
+    std::vector<std::byte> ws(moved.workspace_bytes());
+    moved.run(ws.data(), ws.size(), ctx);
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::GradXExecutor"));
+    try {
+      moved.run(ws.data(), ws.size(), ctx);
+      ADD_FAILURE() << "a second run did not throw";
+    } catch (const moegrad::Error& e) {
+      EXPECT_EQ(e.status(), MOEGRAD_STATUS_EXECUTOR_USED);
+    }
+  }
+  {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    moegrad::grad_x(call.args, ctx);
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::grad_x"));
+  }
+}
+
+TEST(Cpp, ErrorsThrowWithStatusAndMessage) {
+  const Problem p(api_spec(0));
+  HostTensor gx = p.make_grad_x();
+  Call call(p, gx);
+  call.args.top_k = 0;
+  moegrad::Context ctx;
+  try {
+    moegrad::grad_x(call.args, ctx);
+    ADD_FAILURE() << "no exception";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_BAD_TOP_K);
+    EXPECT_STREQ(e.what(), moegrad_last_error_message());
+    EXPECT_NE(std::string(e.what()).find("top_k"), std::string::npos) << e.what();
+  }
+  try {
+    moegrad::GradXExecutor ex(call.args, ctx);
+    ADD_FAILURE() << "no exception";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_BAD_TOP_K);
+  }
+  EXPECT_THROW(ctx.set_num_threads(-3), moegrad::Error);
+  EXPECT_TRUE(gx.all_sentinel());
+}
+
+}  // namespace
+}  // namespace mgt

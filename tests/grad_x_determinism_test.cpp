@@ -1,0 +1,214 @@
+// SPEC §5 bitwise determinism: the same grad_x bits whatever the thread
+// count, the run, the ISA path, the workspace address and content, and the
+// input/output strides; the opt-in fast bf16 mode is at least reproducible.
+#include <moegrad/moegrad.h>
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <utility>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "problem.h"
+#include "reference.h"
+#include "runner.h"
+
+namespace mgt {
+namespace {
+
+const int32_t kThreadCounts[] = {1, 2, 3, 8};
+const DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+// Medium problem: N over 256 (more than one block of the reduction), odd
+// K, padding rows / dropped slots, rows of several tokens per expert. Small
+// enough for the scalar path (M = 120, about 2M multiply-adds).
+ProblemSpec medium_spec(DType dtype, int32_t row_idx_type) {
+  ProblemSpec s = make_spec({.batch = 40, .top_k = 3, .experts = 5, .K = 70, .N = 260}, row_idx_type, 0.8, 2024);
+  s.routing.dropped_keep_row = true;
+  s.routing.extra = 4;
+  s.dtype = dtype;
+  s.values = Values::kUniform;
+  s.value_seed = 99;
+  return s;
+}
+
+// Scalar, one thread: the executable definition of the order.
+const Floats& scalar_baseline(DType dtype, int32_t type) {
+  static std::map<std::pair<DType, int32_t>, Floats> cache;
+  auto it = cache.find({dtype, type});
+  if (it == cache.end()) {
+    const RunOptions o{.isa = MOEGRAD_ISA_SCALAR, .threads = 1};
+    it = cache.emplace(std::make_pair(dtype, type), compute(Problem(medium_spec(dtype, type)), o)).first;
+  }
+  return it->second;
+}
+
+// One test per ISA; each covers f32/f16/bf16 and both row_idx_types (the
+// failure messages name them).
+class Determinism : public IsaTest {
+ protected:
+  template <class Body>
+  void for_each_variant(Body body) {
+    for (DType dtype : kDTypes)
+      for (int32_t type : {0, 1}) body(dtype, type);
+  }
+};
+
+TEST_P(Determinism, SameBitsForEveryThreadCountAndTheScalarPath) {
+  for_each_variant([&](DType dtype, int32_t type) {
+    const Problem p(medium_spec(dtype, type));
+    const auto& want = scalar_baseline(dtype, type);
+    // The baseline itself is right (so a shared bug cannot hide).
+    EXPECT_TRUE(within_bound(want, reference_f64(p), p.N, p.top_k, "scalar baseline " + p.describe()));
+    for (int32_t threads : kThreadCounts) {
+      const auto got = compute(p, options(threads));
+      EXPECT_TRUE(bitwise_equal(got, want, p.K, describe(p, options(threads)) + " vs scalar/1 thread"));
+    }
+  });
+}
+
+TEST_P(Determinism, SameBitsAcrossRepeatedRunsAndContexts) {
+  for_each_variant([&](DType dtype, int32_t type) {
+    const Problem p(medium_spec(dtype, type));
+    const auto first = compute(p, options(2));
+    for (int run = 0; run < 2; ++run)
+      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), first, p.K, describe(p, options(2)) + " fresh context"));
+    // Several executors on one context.
+    const auto ctx = make_context(GetParam(), 3);
+    for (int run = 0; run < 2; ++run) {
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      const Outcome out = run_call(call.args, ctx.get());
+      ASSERT_TRUE(out.ok()) << out.describe();
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), first, p.K, describe(p, options(3)) + " shared context"));
+    }
+  });
+}
+
+// "The workspace need not be initialised or aligned."
+TEST_P(Determinism, WorkspaceAddressAndContentDoNotMatter) {
+  for_each_variant([&](DType dtype, int32_t type) {
+    const Problem p(medium_spec(dtype, type));
+    const auto want = compute(p, options(2));
+    const std::pair<size_t, unsigned char> variants[] = {{1, 0x00}, {3, 0xFF}, {17, 0x7F}};
+    for (auto [misalign, fill] : variants) {
+      RunOptions o = options(2);
+      o.workspace_misalign = misalign;
+      o.workspace_fill = fill;
+      EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " fill " + std::to_string(fill)));
+    }
+  });
+}
+
+// Strided inputs and outputs give the contiguous bits; padding is never read
+// into the result (it holds NaN) and never written (checked by compute).
+TEST_P(Determinism, StridedTensorsGiveTheContiguousBits) {
+  std::vector<Layout> layouts(9);
+  layouts[0].grad_y_row_pad = 13;
+  layouts[1].grad_y_column_major = true;
+  layouts[2].weight_nk_buffer = true;
+  layouts[3].grad_x_row_pad = 7;
+  layouts[4].grad_x_column_major = true;
+  layouts[5].byte_offset = 40;
+  layouts[6].explicit_strides = true;
+  layouts[7].grad_y_row_pad = 3;
+  layouts[7].weight_nk_buffer = true;
+  layouts[7].grad_x_row_pad = 5;
+  layouts[7].byte_offset = 8;
+  layouts[8].grad_y_column_major = true;
+  layouts[8].weight_nk_buffer = true;
+  layouts[8].grad_x_column_major = true;
+  for_each_variant([&](DType dtype, int32_t type) {
+    const auto want = compute(Problem(medium_spec(dtype, type)), options(2));
+    for (const Layout& layout : layouts) {
+      const Problem p(medium_spec(dtype, type), layout);
+      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), want, p.K, describe(p, options(2)) + " vs contiguous"));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, Determinism, ::testing::ValuesIn(explicit_isas()), isa_param_name);
+
+// ---- a larger problem on the vector paths -----------------------------------
+
+ProblemSpec larger_spec() {
+  ProblemSpec s = make_spec({.batch = 512, .top_k = 2, .experts = 16, .K = 256, .N = 320}, 1, 0.9, 512);
+  s.dtype = DType::kBF16;
+  s.values = Values::kWideExponent;
+  s.value_seed = 3;
+  return s;
+}
+
+using VectorPaths = IsaTest;
+
+// Many tiles per thread; compared with the test's own SPEC §5 order.
+TEST_P(VectorPaths, LargerProblemMatchesContractOrderForEveryThreadCount) {
+  const Problem p(larger_spec());
+  static const Floats want = reference_contract_order(p);
+  for (int32_t threads : kThreadCounts) {
+    const RunOptions o = options(threads);
+    EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " vs SPEC §5 order"));
+  }
+}
+
+// Runs on one context from several threads at once are serialised and
+// still give the same bits.
+TEST_P(VectorPaths, ConcurrentRunsOnOneContext) {
+  const Problem p(medium_spec(DType::kF32, 1));
+  const auto want = scalar_baseline(DType::kF32, 1);
+  const auto ctx = make_context(GetParam(), 2);
+  std::vector<HostTensor> outputs;
+  for (int t = 0; t < 4; ++t) outputs.push_back(p.make_grad_x());
+  std::vector<Outcome> outcomes(outputs.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < outputs.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (int rep = 0; rep < 3; ++rep) {
+        outputs[t].fill_sentinel();
+        Call call(p, outputs[t]);
+        outcomes[t] = run_call(call.args, ctx.get());
+        if (!outcomes[t].ok()) return;
+      }
+    });
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < outputs.size(); ++t) {
+    ASSERT_TRUE(outcomes[t].ok()) << "thread " << t << ": " << outcomes[t].describe();
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(outputs[t]), want, p.K, "concurrent thread " + std::to_string(t)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, VectorPaths, ::testing::Values(MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512), isa_param_name);
+
+// The opt-in fast bf16 mode is outside the §5 order but must be
+// reproducible: the same bits for every thread count and on every path that
+// accepts it (the scalar path is its emulation and must accept it; a vector
+// path may refuse with ISA_UNAVAILABLE, never fall back silently), and
+// accurate to the §5 bound on ordinary (non-denormal) inputs.
+TEST(FastBf16, ReproducibleOnEveryAcceptingPath) {
+  const Problem p(medium_spec(DType::kBF16, 0));
+  const auto ref = reference_f64(p);
+  Floats first;
+  for (moegrad_isa isa : explicit_isas()) {
+    if (!moegrad_isa_available(isa)) continue;
+    for (int32_t threads : kThreadCounts) {
+      const RunOptions o{.isa = isa, .threads = threads, .fast_bf16 = true};
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      const Outcome out = run_call(call.args, o);
+      if (isa != MOEGRAD_ISA_SCALAR && out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE && out.phase == "plan") {
+        EXPECT_TRUE(gx.all_sentinel());
+        continue;  // refused, loudly
+      }
+      ASSERT_TRUE(out.ok()) << describe(p, o) << ": " << out.describe();
+      const auto got = read_matrix_f32(gx);
+      EXPECT_TRUE(within_bound(got, ref, p.N, p.top_k, describe(p, o)));
+      if (first.empty()) first = got;
+      else EXPECT_TRUE(bitwise_equal(got, first, p.K, describe(p, o) + " vs scalar/1 thread"));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mgt

@@ -1,0 +1,565 @@
+// SPEC §4: every constraint has its own status, a one-line message naming
+// the problem, and leaves grad_x byte-for-byte untouched. Content errors
+// (group list, index values) are checked by moegrad_grad_x before any write,
+// also when the contents change after planning.
+#include <moegrad/moegrad.h>
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "problem.h"
+#include "runner.h"
+
+namespace mgt {
+namespace {
+
+// batch=11, top_k=3, G=4, K=23, N=37: M = 33 = batch*top_k = L.
+ProblemSpec base_spec(int32_t row_idx_type = 0, IndexDType index_dtype = IndexDType::kI64) {
+  ProblemSpec s = make_spec({.batch = 11, .top_k = 3, .experts = 4, .K = 23, .N = 37}, row_idx_type, 1.0, 4);
+  s.idx_dtype = index_dtype;
+  s.group_list_dtype = index_dtype;
+  s.values = Values::kSmallInt;
+  return s;
+}
+
+// All experts empty: M = 0, L = 0 (type 0).
+ProblemSpec empty_spec() {
+  ProblemSpec s = base_spec(0);
+  s.routing.keep_ratio = 0.0;
+  return s;
+}
+
+std::string quoted(const std::vector<std::string>& needles) {
+  std::string out;
+  for (const auto& n : needles) out += (out.empty() ? "\"" : ", \"") + n + "\"";
+  return out;
+}
+
+// The call fails with `want` both as two phases (at planning when
+// `at_plan`) and as the one-shot call; the message contains every needle;
+// grad_x is untouched.
+void expect_failure(const moegrad_grad_x_args& args, HostTensor& grad_x, moegrad_status want,
+                    const std::vector<std::string>& needles, bool at_plan = true) {
+  for (bool one_shot : {false, true}) {
+    SCOPED_TRACE(one_shot ? "one-shot moegrad_grad_x_run" : "two phases");
+    grad_x.fill_sentinel();
+    RunOptions o;
+    o.one_shot = one_shot;
+    const Outcome out = run_call(args, o);
+    EXPECT_EQ(out.status, want) << "want " << moegrad_status_string(want) << ", got " << out.describe();
+    if (!one_shot && at_plan) {
+      EXPECT_EQ(out.phase, "plan") << "shape/dtype/attribute errors are found by planning";
+    }
+    EXPECT_FALSE(out.message.empty()) << "no error message";
+    EXPECT_EQ(out.message.find('\n'), std::string::npos) << "message is not one line: " << out.message;
+    for (const auto& n : needles)
+      EXPECT_NE(out.message.find(n), std::string::npos)
+          << "message \"" << out.message << "\" should name " << quoted(needles);
+    EXPECT_TRUE(grad_x.all_sentinel()) << "grad_x was written by a failing call";
+  }
+}
+
+// A Call on a problem plus its own grad_x.
+struct Fixture {
+  explicit Fixture(const ProblemSpec& s) : p(s), grad_x(p.make_grad_x()), call(p, grad_x) {}
+  Problem p;
+  HostTensor grad_x;
+  Call call;
+};
+
+// ---- §4.9 and API misuse ---------------------------------------------------------
+
+TEST(Errors, NullArgumentPointers) {
+  Fixture f(base_spec());
+  auto ctx = make_context();
+  size_t ws = 0;
+  moegrad_executor* ex = nullptr;
+  EXPECT_EQ(moegrad_grad_x_get_workspace_size(nullptr, ctx.get(), &ws, &ex), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("args"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_EQ(moegrad_grad_x_get_workspace_size(&f.call.args, ctx.get(), nullptr, &ex), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("workspace"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_EQ(moegrad_grad_x_get_workspace_size(&f.call.args, ctx.get(), &ws, nullptr), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("executor"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_EQ(moegrad_grad_x(nullptr, 0, nullptr, ctx.get()), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("executor"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_EQ(moegrad_grad_x_run(nullptr, ctx.get()), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("args"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_TRUE(f.grad_x.all_sentinel());
+}
+
+TEST(Errors, NullTensor) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    const DLTensor** slot[] = {&f.call.args.grad_y, &f.call.args.weight, &f.call.args.expanded_row_idx,
+                               &f.call.args.group_list, &f.call.args.grad_x};
+    *slot[t] = nullptr;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_NULL_POINTER, {names[t]});
+  }
+}
+
+TEST(Errors, NullTensorData) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    DLTensor* tensors[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list, &f.call.grad_x};
+    tensors[t]->data = nullptr;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_NULL_POINTER, {names[t]});
+  }
+}
+
+// Plans f on a default context; returns the executor and the workspace size.
+ExecutorPtr plan(Fixture& f, const moegrad_context* ctx, size_t* ws) {
+  moegrad_executor* raw = nullptr;
+  const moegrad_status s = moegrad_grad_x_get_workspace_size(&f.call.args, ctx, ws, &raw);
+  EXPECT_EQ(s, MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  return ExecutorPtr(raw);
+}
+
+// A problem whose workspace is not empty (type 1 needs the inverse table).
+bool planned_with_workspace(Fixture& f, const moegrad_context* ctx, ExecutorPtr* ex, size_t* ws) {
+  *ex = plan(f, ctx, ws);
+  return *ws > 0;
+}
+
+TEST(Errors, WorkspaceNullOrTooSmall) {
+  auto ctx = make_context();
+  Fixture f(base_spec(1));
+  size_t ws = 0;
+  ExecutorPtr ex;
+  if (!planned_with_workspace(f, ctx.get(), &ex, &ws)) GTEST_SKIP() << "this plan needs no workspace";
+  std::vector<unsigned char> buffer(ws);
+
+  EXPECT_EQ(moegrad_grad_x(nullptr, ws, ex.get(), ctx.get()), MOEGRAD_STATUS_NULL_POINTER);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("workspace"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_TRUE(f.grad_x.all_sentinel());
+
+  EXPECT_EQ(moegrad_grad_x(buffer.data(), ws - 1, ex.get(), ctx.get()), MOEGRAD_STATUS_WORKSPACE_TOO_SMALL);
+  const std::string msg = moegrad_last_error_message();
+  EXPECT_NE(msg.find(std::to_string(ws - 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(std::to_string(ws)), std::string::npos) << msg;
+  EXPECT_TRUE(f.grad_x.all_sentinel());
+  EXPECT_EQ(moegrad_grad_x(buffer.data(), 0, ex.get(), ctx.get()), MOEGRAD_STATUS_WORKSPACE_TOO_SMALL);
+  EXPECT_TRUE(f.grad_x.all_sentinel());
+
+  // The refused attempts did not use the executor up.
+  EXPECT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  EXPECT_FALSE(f.grad_x.all_sentinel());
+}
+
+TEST(Errors, ExecutorUsedTwice) {
+  auto ctx = make_context();
+  for (int32_t type : {0, 1}) {
+    Fixture f(base_spec(type));
+    size_t ws = 0;
+    ExecutorPtr ex = plan(f, ctx.get(), &ws);
+    std::vector<unsigned char> buffer(ws + 1);
+    ASSERT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    f.grad_x.fill_sentinel();
+    EXPECT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), MOEGRAD_STATUS_EXECUTOR_USED);
+    EXPECT_NE(std::string(moegrad_last_error_message()).find("executor"), std::string::npos)
+        << moegrad_last_error_message();
+    EXPECT_TRUE(f.grad_x.all_sentinel()) << "a used executor wrote grad_x";
+  }
+}
+
+// ---- §4.1 - §4.4 shapes and dtypes -----------------------------------------------
+
+TEST(Errors, BadRank) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    // One dimension more (or, for the 3-D weight, one less), same elements.
+    std::vector<int64_t> shape;
+    DLTensor* tensors[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list, &f.call.grad_x};
+    DLTensor& d = *tensors[t];
+    if (t == 1) shape = {d.shape[0] * d.shape[1], d.shape[2]};
+    else {
+      shape.assign(d.shape, d.shape + d.ndim);
+      shape.insert(shape.begin(), 1);
+    }
+    d.shape = shape.data();
+    d.ndim = static_cast<int32_t>(shape.size());
+    d.strides = nullptr;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_RANK, {names[t]});
+  }
+}
+
+TEST(Errors, BadDtype) {
+  struct Case {
+    const char* name;
+    std::function<void(Call&)> edit;
+    const char* needle;
+  };
+  const Case cases[] = {
+      {"grad_y and weight f64", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLFloat, 64); }, "grad_y"},
+      {"grad_y and weight int32", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLInt, 32); }, "grad_y"},
+      {"bf16 with 32 bits", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLBfloat, 32); }, "grad_y"},
+      {"grad_x f16", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 16); }, "grad_x"},
+      {"grad_x f64", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 64); }, "grad_x"},
+      {"expanded_row_idx int16", [](Call& c) { c.idx.dtype = dl_type(kDLInt, 16); }, "expanded_row_idx"},
+      {"expanded_row_idx uint64", [](Call& c) { c.idx.dtype = dl_type(kDLUInt, 64); }, "expanded_row_idx"},
+      {"expanded_row_idx f32", [](Call& c) { c.idx.dtype = dl_type(kDLFloat, 32); }, "expanded_row_idx"},
+      {"group_list int8", [](Call& c) { c.group_list.dtype = dl_type(kDLInt, 8); }, "group_list"},
+      {"group_list uint32", [](Call& c) { c.group_list.dtype = dl_type(kDLUInt, 32); }, "group_list"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Fixture f(base_spec());
+    c.edit(f.call);
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_DTYPE, {c.needle});
+  }
+}
+
+TEST(Errors, DtypeMismatch) {
+  for (auto [gy, w] : {std::pair{DType::kF32, DType::kF16}, std::pair{DType::kF16, DType::kBF16},
+                       std::pair{DType::kBF16, DType::kF32}}) {
+    SCOPED_TRACE(std::string(dtype_name(gy)) + " vs " + dtype_name(w));
+    ProblemSpec s = base_spec();
+    s.dtype = gy;
+    Fixture f(s);
+    f.call.weight.dtype = dl_type(w);
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_DTYPE_MISMATCH, {"grad_y", "weight"});
+  }
+}
+
+TEST(Errors, NMismatch) {
+  Fixture f(base_spec());
+  int64_t shape[] = {33, 38};
+  f.call.grad_y.shape = shape;
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_N_MISMATCH, {"38", "37"});
+}
+
+TEST(Errors, GroupCountMismatch) {
+  Fixture f(base_spec());
+  int64_t shape[] = {5};
+  f.call.group_list.shape = shape;
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_GROUP_COUNT_MISMATCH, {"group_list", "5"});
+}
+
+TEST(Errors, GradXShape) {
+  for (auto [rows, cols, needle] : {std::tuple{12, 23, "12"}, std::tuple{11, 24, "24"}, std::tuple{10, 23, "10"}}) {
+    SCOPED_TRACE(needle);
+    Fixture f(base_spec());
+    HostTensor wrong(kDLF32, {rows, cols});
+    f.call.grad_x = wrong.view();
+    expect_failure(f.call.args, wrong, MOEGRAD_STATUS_GRAD_X_SHAPE, {"grad_x", needle});
+  }
+}
+
+TEST(Errors, EmptyDimension) {
+  {
+    SCOPED_TRACE("N = 0");
+    Fixture f(base_spec());
+    int64_t gy_shape[] = {33, 0};
+    int64_t w_shape[] = {4, 23, 0};
+    f.call.grad_y.shape = gy_shape;
+    f.call.weight.shape = w_shape;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+  }
+  {
+    SCOPED_TRACE("K = 0");
+    Fixture f(base_spec());
+    int64_t w_shape[] = {4, 0, 37};
+    HostTensor gx(kDLF32, {11, 0});
+    f.call.weight.shape = w_shape;
+    f.call.grad_x = gx.view();
+    expect_failure(f.call.args, gx, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+  }
+  {
+    SCOPED_TRACE("G = 0");
+    Fixture f(empty_spec());  // M = 0 as well, so only G is wrong
+    int64_t w_shape[] = {0, 23, 37};
+    int64_t gl_shape[] = {0};
+    f.call.weight.shape = w_shape;
+    f.call.group_list.shape = gl_shape;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+  }
+}
+
+// ---- §4.5 attributes ------------------------------------------------------------
+
+TEST(Errors, BadBatch) {
+  Fixture f(empty_spec());  // M = 0, so no other constraint depends on batch
+  HostTensor gx(kDLF32, {0, 23});
+  f.call.grad_x = gx.view();
+  f.call.args.batch = 0;
+  expect_failure(f.call.args, gx, MOEGRAD_STATUS_BAD_BATCH, {"batch"});
+}
+
+TEST(Errors, BadTopK) {
+  for (int64_t top_k : {0, -2}) {
+    SCOPED_TRACE(top_k);
+    Fixture f(empty_spec());
+    f.call.args.top_k = top_k;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_TOP_K, {"top_k", std::to_string(top_k)});
+  }
+}
+
+TEST(Errors, BadRowIdxType) {
+  for (int32_t type : {2, -1}) {
+    SCOPED_TRACE(type);
+    Fixture f(base_spec());
+    f.call.args.row_idx_type = type;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_ROW_IDX_TYPE, {"row_idx_type", std::to_string(type)});
+  }
+}
+
+TEST(Errors, BadGroupListType) {
+  for (int32_t type : {2, -1}) {
+    SCOPED_TRACE(type);
+    Fixture f(base_spec());
+    f.call.args.group_list_type = type;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE,
+                   {"group_list_type", std::to_string(type)});
+  }
+}
+
+TEST(Errors, SizeOverflow) {
+  struct Case {
+    int64_t batch, top_k;
+  };
+  // batch*top_k = 2^64 with batch itself a legal dimension; and 2^62 * 4.
+  for (Case c : {Case{2147483647, int64_t{1} << 33}, Case{int64_t{1} << 62, 4}}) {
+    SCOPED_TRACE(std::to_string(c.batch) + " * " + std::to_string(c.top_k));
+    Fixture f(base_spec());
+    int64_t gx_shape[] = {c.batch, 23};
+    f.call.grad_x.shape = gx_shape;  // consistent with batch; never written
+    f.call.args.batch = c.batch;
+    f.call.args.top_k = c.top_k;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_SIZE_OVERFLOW, {std::to_string(c.batch)});
+  }
+}
+
+// ---- §4.6 - §4.8 contents and lengths -------------------------------------------
+
+// Content errors: invalid from the start (found by planning or the run), and
+// invalid only after a valid plan (found by the run). grad_x untouched.
+void expect_content_error(const ProblemSpec& spec, const std::function<void(Problem&)>& corrupt, moegrad_status want,
+                          const std::vector<std::string>& needles) {
+  {
+    SCOPED_TRACE("invalid before planning");
+    Fixture f(spec);
+    corrupt(f.p);
+    expect_failure(f.call.args, f.grad_x, want, needles, /*at_plan=*/false);
+  }
+  {
+    SCOPED_TRACE("corrupted after a valid plan");
+    Fixture f(spec);
+    auto ctx = make_context();
+    size_t ws = 0;
+    ExecutorPtr ex = plan(f, ctx.get(), &ws);
+    ASSERT_NE(ex, nullptr);
+    corrupt(f.p);  // in place: the tensors' storage does not move
+    std::vector<unsigned char> buffer(ws + 1);
+    EXPECT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), want)
+        << "want " << moegrad_status_string(want) << ", got \"" << moegrad_last_error_message() << "\"";
+    EXPECT_TRUE(f.grad_x.all_sentinel()) << "grad_x was written by a failing run";
+  }
+}
+
+// A corruption that stores the problem's group counts, edited, as counts.
+std::function<void(Problem&)> edited_counts(std::function<void(std::vector<int64_t>&)> edit) {
+  return [edit](Problem& p) {
+    auto counts = p.routing.counts;
+    edit(counts);
+    store_group_list(p.group_list, counts, MOEGRAD_GROUP_LIST_COUNT);
+  };
+}
+
+TEST(Errors, NegativeGroupCount) {
+  for (IndexDType dtype : {IndexDType::kI64, IndexDType::kI32}) {
+    SCOPED_TRACE(index_dtype_name(dtype));
+    const auto corrupt = edited_counts([](std::vector<int64_t>& c) {
+      c[2] += c[1] + 3;  // the sum stays M
+      c[1] = -3;
+    });
+    expect_content_error(base_spec(0, dtype), corrupt, MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, {"group_list", "-3"});
+  }
+}
+
+TEST(Errors, GroupSumMismatch) {
+  expect_content_error(base_spec(), edited_counts([](std::vector<int64_t>& c) { c[3] += 1; }),
+                       MOEGRAD_STATUS_GROUP_SUM_MISMATCH, {"group", "33"});
+  expect_content_error(base_spec(), edited_counts([](std::vector<int64_t>& c) { c[0] -= 1; }),
+                       MOEGRAD_STATUS_GROUP_SUM_MISMATCH, {"group", "33"});
+  ProblemSpec cumsum = base_spec(1);
+  cumsum.group_list_type = MOEGRAD_GROUP_LIST_CUMSUM;
+  expect_content_error(
+      cumsum,
+      [](Problem& p) {
+        ASSERT_LE(p.group_list.get_index(2), 31) << "precondition: last expert has >= 2 rows";
+        p.group_list.set_index(3, 31);  // non-decreasing, last != M
+      },
+      MOEGRAD_STATUS_GROUP_SUM_MISMATCH, {"group", "33"});
+}
+
+TEST(Errors, CumsumDecreasing) {
+  ProblemSpec s = base_spec();
+  s.group_list_type = MOEGRAD_GROUP_LIST_CUMSUM;
+  expect_content_error(
+      s,
+      [](Problem& p) {
+        ASSERT_GE(p.group_list.get_index(0), 2) << "precondition: first expert has >= 2 rows";
+        p.group_list.set_index(1, p.group_list.get_index(0) - 1);
+      },
+      MOEGRAD_STATUS_CUMSUM_DECREASING, {"group_list"});
+}
+
+TEST(Errors, MExceedsSlots) {
+  Fixture f(base_spec(0));  // M = 33
+  HostTensor gx(kDLF32, {10, 23});
+  f.call.grad_x = gx.view();
+  f.call.args.batch = 10;  // batch*top_k = 30 < M
+  expect_failure(f.call.args, gx, MOEGRAD_STATUS_M_EXCEEDS_SLOTS, {"33", "30"});
+}
+
+TEST(Errors, IndexTooShort) {
+  Fixture f(base_spec(0));
+  int64_t shape[] = {32};  // L < M = 33
+  f.call.idx.shape = shape;
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_INDEX_TOO_SHORT, {"expanded_row_idx", "32", "33"});
+}
+
+TEST(Errors, IndexTooLong) {
+  Fixture f(base_spec(1));
+  HostTensor longer(dl_type(IndexDType::kI64), {34});  // L > batch*top_k = 33
+  for (int64_t p = 0; p < 33; ++p) longer.set_index(p, f.p.idx.get_index(p));
+  longer.set_index(33, -1);
+  f.call.idx = longer.view();
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_INDEX_TOO_LONG, {"expanded_row_idx", "34", "33"});
+}
+
+TEST(Errors, IndexOutOfRangeType0) {
+  // Values must be -1 or in [0, batch*top_k = 33); the bad one is the last
+  // row, so a lazy check would already have written other tokens.
+  for (IndexDType dtype : {IndexDType::kI64, IndexDType::kI32})
+    for (int64_t bad : {int64_t{33}, int64_t{777}, int64_t{-2}}) {
+      SCOPED_TRACE(std::string(index_dtype_name(dtype)) + " value " + std::to_string(bad));
+      expect_content_error(
+          base_spec(0, dtype), [bad](Problem& p) { p.idx.set_index(p.M - 1, bad); },
+          MOEGRAD_STATUS_INDEX_OUT_OF_RANGE, {"expanded_row_idx", std::to_string(bad)});
+    }
+}
+
+TEST(Errors, IndexOutOfRangeType1) {
+  // Values must be -1 or in [0, M = 33).
+  for (IndexDType dtype : {IndexDType::kI64, IndexDType::kI32})
+    for (int64_t bad : {int64_t{33}, int64_t{555}, int64_t{-4}}) {
+      SCOPED_TRACE(std::string(index_dtype_name(dtype)) + " value " + std::to_string(bad));
+      expect_content_error(
+          base_spec(1, dtype), [bad](Problem& p) { p.idx.set_index(p.routing.L() - 1, bad); },
+          MOEGRAD_STATUS_INDEX_OUT_OF_RANGE, {"expanded_row_idx", std::to_string(bad)});
+    }
+}
+
+TEST(Errors, DuplicateIndexType1) {
+  for (IndexDType dtype : {IndexDType::kI64, IndexDType::kI32}) {
+    SCOPED_TRACE(index_dtype_name(dtype));
+    // The last position claims row 29, which another position already claims.
+    expect_content_error(
+        base_spec(1, dtype),
+        [](Problem& p) {
+          const int64_t last = p.routing.L() - 1;
+          ASSERT_NE(p.idx.get_index(last), 29) << "precondition";
+          p.idx.set_index(last, 29);
+        },
+        MOEGRAD_STATUS_DUPLICATE_INDEX, {"expanded_row_idx", "29"});
+  }
+}
+
+// ---- layout, device, ISA, context -------------------------------------------------
+
+TEST(Errors, LanesNotOne) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    DLTensor* tensors[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list, &f.call.grad_x};
+    tensors[t]->dtype.lanes = 2;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {names[t]});
+  }
+}
+
+TEST(Errors, GradXStridesNegativeOrOverlapping) {
+  struct Case {
+    const char* name;
+    int64_t row, col;
+  };
+  for (Case c : {Case{"negative row stride", -23, 1}, Case{"negative column stride", 23, -1},
+                 Case{"zero row stride", 0, 1}, Case{"rows overlap", 22, 1}, Case{"equal strides", 1, 1}}) {
+    SCOPED_TRACE(c.name);
+    Fixture f(base_spec());
+    int64_t strides[] = {c.row, c.col};
+    f.call.grad_x.strides = strides;
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {"grad_x"});
+  }
+}
+
+TEST(Errors, TensorNotOnCpu) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    DLTensor* tensors[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list, &f.call.grad_x};
+    tensors[t]->device = DLDevice{kDLCUDA, 0};
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_UNSUPPORTED_DEVICE, {names[t]});
+  }
+}
+
+TEST(Errors, ForcedIsaThisCpuLacks) {
+  bool any = false;
+  for (moegrad_isa isa : explicit_isas()) {
+    if (moegrad_isa_available(isa)) continue;
+    any = true;
+    SCOPED_TRACE(isa_label(isa));
+    auto ctx = make_context();
+    EXPECT_EQ(moegrad_context_set_isa(ctx.get(), isa), MOEGRAD_STATUS_ISA_UNAVAILABLE);
+    EXPECT_NE(std::string(moegrad_last_error_message()).find(isa_label(isa)), std::string::npos)
+        << moegrad_last_error_message();
+    ScopedEnv env("MOEGRAD_ISA", isa_label(isa));
+    moegrad_context* raw = nullptr;
+    EXPECT_EQ(moegrad_context_create(&raw), MOEGRAD_STATUS_ISA_UNAVAILABLE);
+    moegrad_context_destroy(raw);
+  }
+  if (!any) GTEST_SKIP() << "this CPU has every ISA path";
+}
+
+TEST(Errors, BadContextSettings) {
+  auto ctx = make_context();
+  EXPECT_EQ(moegrad_context_set_num_threads(ctx.get(), -1), MOEGRAD_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("-1"), std::string::npos) << moegrad_last_error_message();
+  EXPECT_EQ(moegrad_context_set_isa(ctx.get(), static_cast<moegrad_isa>(42)), MOEGRAD_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("42"), std::string::npos) << moegrad_last_error_message();
+
+  for (const char* value : {"bogus", "avx1024"}) {
+    SCOPED_TRACE(std::string("MOEGRAD_ISA='") + value + "'");
+    ScopedEnv env("MOEGRAD_ISA", value);
+    moegrad_context* raw = nullptr;
+    EXPECT_EQ(moegrad_context_create(&raw), MOEGRAD_STATUS_INVALID_ARGUMENT);
+    const std::string msg = moegrad_last_error_message();
+    EXPECT_NE(msg.find("MOEGRAD_ISA"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(value), std::string::npos) << msg;
+    moegrad_context_destroy(raw);
+  }
+  for (const char* value : {"0", "-4", "abc", "3x", "99999999999999999999"}) {
+    SCOPED_TRACE(std::string("MOEGRAD_NUM_THREADS='") + value + "'");
+    ScopedEnv env("MOEGRAD_NUM_THREADS", value);
+    moegrad_context* raw = nullptr;
+    EXPECT_EQ(moegrad_context_create(&raw), MOEGRAD_STATUS_INVALID_ARGUMENT);
+    const std::string msg = moegrad_last_error_message();
+    EXPECT_NE(msg.find("MOEGRAD_NUM_THREADS"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(value), std::string::npos) << msg;
+    moegrad_context_destroy(raw);
+  }
+}
+
+}  // namespace
+}  // namespace mgt

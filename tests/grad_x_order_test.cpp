@@ -1,0 +1,158 @@
+// SPEC §5's fixed order, checked independently: the test computes
+//   c_i[k] = fma chain over n = 0..N-1 from +0.0f,
+//   grad_x[b,k] = ((0 + c_i1[k]) + c_i2[k]) + ...   (ascending i)
+// itself with std::fma and requires the library's bits on every ISA, on
+// random cases with a wide exponent range, denormal products, and hand-made
+// cases whose expected value is worked out here.
+#include <moegrad/moegrad.h>
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "float_formats.h"
+#include "problem.h"
+#include "reference.h"
+#include "runner.h"
+
+namespace mgt {
+namespace {
+
+class Order : public IsaTest {
+ protected:
+  void expect_contract_bits(const Problem& p, int32_t threads = 0) {
+    const auto want = reference_contract_order(p);
+    const auto got = compute(p, options(threads));
+    EXPECT_TRUE(bitwise_equal(got, want, p.K, describe(p, options(threads)) + " vs SPEC §5 order"));
+  }
+};
+
+struct Shape {
+  int64_t batch, top_k, G, K, N;
+};
+
+TEST_P(Order, RandomWideExponentCasesMatchBitwise) {
+  const Shape shapes[] = {
+      {9, 1, 2, 1, 1},    {13, 2, 3, 7, 3},    {20, 3, 4, 33, 16},  {17, 2, 3, 5, 17},
+      {24, 4, 5, 130, 64}, {11, 2, 2, 16, 129}, {30, 3, 6, 45, 300}, {6, 2, 3, 257, 31},
+  };
+  uint64_t seed = 1;
+  for (const Shape& sh : shapes)
+    for (int32_t type : {0, 1}) {
+      ProblemSpec s =
+          make_spec({.batch = sh.batch, .top_k = sh.top_k, .experts = sh.G, .K = sh.K, .N = sh.N}, type, 0.85, ++seed);
+      s.routing.dropped_keep_row = true;
+      s.dtype = DType::kF32;
+      s.values = Values::kWideExponent;
+      s.value_seed = seed * 7;
+      expect_contract_bits(Problem(s), type == 0 ? 1 : 3);
+    }
+}
+
+// f16 and bf16 are widened exactly, so the same f32 order applies to them.
+TEST_P(Order, HalfPrecisionInputsFollowTheSameOrder) {
+  for (DType dtype : {DType::kF16, DType::kBF16})
+    for (int32_t type : {0, 1}) {
+      ProblemSpec s = make_spec({.batch = 25, .top_k = 3, .experts = 4, .K = 41, .N = 203}, type, 0.9, 31);
+      s.dtype = dtype;
+      s.values = Values::kWideExponent;
+      s.value_seed = 4;
+      expect_contract_bits(Problem(s), 2);
+    }
+}
+
+// No FTZ/DAZ: f32/bf16 products in the f32 denormal range, and f16 denormal
+// inputs (which widen to f32 normals).
+TEST_P(Order, DenormalsAreNotFlushed) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    ProblemSpec s = make_spec({.batch = 12, .top_k = 2, .experts = 3, .K = 19, .N = 37}, 0, 1.0, 8);
+    s.dtype = dtype;
+    s.values = Values::kTiny;
+    s.value_seed = 12;
+    const Problem p(s);
+    const auto want = reference_contract_order(p);
+    if (dtype != DType::kF16) {
+      // Precondition: the exact result really has nonzero denormals.
+      int denormals = 0;
+      for (float v : want) denormals += std::fpclassify(v) == FP_SUBNORMAL;
+      ASSERT_GT(denormals, 0) << "the case must produce denormal outputs";
+    }
+    expect_contract_bits(p);
+  }
+}
+
+// Hand-made cases: K = 1, N and the rows set by hand, weight all ones
+// unless stated. Builds a type-1 routing with the given positions -> rows.
+Problem hand_problem(int64_t batch, int64_t top_k, std::vector<int64_t> row_of_position, int64_t N) {
+  ProblemSpec s = make_spec({.batch = batch, .top_k = top_k, .experts = 1, .K = 1, .N = N}, 1);
+  s.dtype = DType::kF32;
+  s.values = Values::kSmallInt;
+  Problem p(s);
+  // Replace the generated routing: one expert owning all rows.
+  for (size_t q = 0; q < row_of_position.size(); ++q)
+    p.idx.set_index(static_cast<int64_t>(q), row_of_position[q]);
+  for (int64_t n = 0; n < N; ++n) p.weight.set_float(p.weight.offset({0, 0, n}), 1.0f);
+  return p;
+}
+
+// Rows are added in ascending expanded-row order, not in slot order:
+// token 0 owns rows 0, 1, 2 (claimed by positions 2, 1, 0) holding
+// 1, 2^-24, 2^-24. Ascending rows: (0 + 1) + 2^-24 rounds to 1 (tie to
+// even), + 2^-24 again 1. Slot order would give 2^-23 + 1 = 1 + 2^-23.
+TEST_P(Order, RowsAreSummedInAscendingExpandedOrder) {
+  Problem p = hand_problem(1, 3, {2, 1, 0}, 1);
+  const float tiny = std::ldexp(1.0f, -24);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), 1.0f);
+  p.grad_y.set_float(p.grad_y.offset({1, 0}), tiny);
+  p.grad_y.set_float(p.grad_y.offset({2, 0}), tiny);
+  const auto got = compute(p, options());
+  EXPECT_EQ(float_bits(got.at(0)), float_bits(1.0f)) << describe(p, options()) << ": got " << got.at(0);
+}
+
+// The n-chain runs upwards: grad_y row [1, 2^-24, 2^-24] gives 1, the
+// reverse order would give 1 + 2^-23.
+TEST_P(Order, ReductionOverNRunsAscending) {
+  Problem p = hand_problem(1, 1, {0}, 3);
+  const float tiny = std::ldexp(1.0f, -24);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), 1.0f);
+  p.grad_y.set_float(p.grad_y.offset({0, 1}), tiny);
+  p.grad_y.set_float(p.grad_y.offset({0, 2}), tiny);
+  const auto got = compute(p, options());
+  EXPECT_EQ(float_bits(got.at(0)), float_bits(1.0f)) << describe(p, options()) << ": got " << got.at(0);
+}
+
+// Each step is one fused multiply-add: with a = 1 + 2^-12, the chain
+// fma(a, a, fma(1, -1, 0)) is exactly 2^-11 + 2^-24; a rounded product
+// a*a = 1 + 2^-11 would give 2^-11.
+TEST_P(Order, EachStepIsAFusedMultiplyAdd) {
+  Problem p = hand_problem(1, 1, {0}, 2);
+  const float a = 1.0f + std::ldexp(1.0f, -12);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), 1.0f);
+  p.weight.set_float(p.weight.offset({0, 0, 0}), -1.0f);
+  p.grad_y.set_float(p.grad_y.offset({0, 1}), a);
+  p.weight.set_float(p.weight.offset({0, 0, 1}), a);
+  const float want = std::ldexp(1.0f, -11) + std::ldexp(1.0f, -24);
+  const auto got = compute(p, options());
+  EXPECT_EQ(float_bits(got.at(0)), float_bits(want)) << describe(p, options()) << ": got " << got.at(0);
+}
+
+// A row whose chain ends in -0.0 (a negative product that underflows to
+// zero) still gives +0.0: the token sum starts at +0.0 ("0 + c_i1").
+TEST_P(Order, NegativeZeroRowGivesPositiveZero) {
+  Problem p = hand_problem(2, 2, {0, 1, -1, -1}, 1);
+  const float small = std::ldexp(1.0f, -80);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), -small);
+  p.grad_y.set_float(p.grad_y.offset({1, 0}), -small);
+  p.weight.set_float(p.weight.offset({0, 0, 0}), small);
+  ASSERT_EQ(float_bits(std::fma(-small, small, 0.0f)), 0x80000000u) << "precondition: the chain gives -0";
+  const auto got = compute(p, options());
+  EXPECT_EQ(float_bits(got.at(0)), 0u) << describe(p, options()) << ": got " << got.at(0);
+  EXPECT_EQ(float_bits(got.at(1)), 0u) << "token 1 has no rows";
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, Order, ::testing::ValuesIn(explicit_isas()), isa_param_name);
+
+}  // namespace
+}  // namespace mgt

@@ -154,8 +154,13 @@ MOEGRAD_API moegrad_status moegrad_context_get_num_threads(const moegrad_context
 MOEGRAD_API moegrad_status moegrad_context_set_isa(moegrad_context* ctx, moegrad_isa isa);
 /* The path a run on this context uses (never AUTO). */
 MOEGRAD_API moegrad_status moegrad_context_get_isa(const moegrad_context* ctx, moegrad_isa* isa);
-/* Opt-in fast bf16 mode (pair dot-products, outside SPEC §5's order; still
- * reproducible). 0 = exact (default). */
+/* Opt-in fast bf16 mode for bf16 inputs: AVX512_BF16 pair dot-products,
+ * outside SPEC §5's order but reproducible across threads and runs (the order
+ * is in README.md). 0 = exact (default). Planning a bf16 problem in this mode
+ * fails with MOEGRAD_STATUS_ISA_UNAVAILABLE unless the context's ISA is avx512
+ * on a CPU with AVX512_BF16, or scalar (which runs an exact emulation of the
+ * instruction's order); it is never silently replaced by the exact mode.
+ * f32/f16 inputs ignore it. */
 MOEGRAD_API moegrad_status moegrad_context_set_fast_bf16(moegrad_context* ctx, int32_t enable);
 
 /* ---- grad-x ---------------------------------------------------------------- */

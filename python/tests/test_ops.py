@@ -2,6 +2,7 @@
 torch, on random routings with empty experts and dropped slots."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -169,17 +170,30 @@ def test_readonly_and_noncontiguous_numpy_inputs():
 
 
 def test_gil_is_released_while_computing():
-    M, K, N = 2048, 512, 512
-    x, w = torch.randn(M, K), torch.randn(1, K, N)
-    gl = torch.tensor([M])
+    """This thread sleeps 20 ms while another runs one long call; waking up
+    needs the GIL, so it happens early in the call only if the call released
+    it (else it waits for the call to end)."""
+    M = 12288
+    x, w, gl, y = torch.randn(M, 512), torch.randn(1, 512, 512), torch.tensor([M]), torch.empty(M, 512)
     ctx = moegrad.Context(num_threads=1)
-    worker = threading.Thread(target=lambda: [moegrad.grouped_matmul(x, w, gl, context=ctx) for _ in range(4)])
-    ticks = 0
-    worker.start()
-    while worker.is_alive():
-        ticks += 1  # only runs while the worker's C call does not hold the GIL
-    worker.join()
-    assert ticks > 1000
+    for _ in range(5):
+        times = {}
+
+        def work():
+            times["begin"] = time.perf_counter()
+            moegrad._C.grouped_matmul(x, w, gl, y, 0, ctx)  # the extension itself: no Python code inside
+            times["end"] = time.perf_counter()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        time.sleep(0.02)
+        wake = time.perf_counter()
+        worker.join()
+        if times["begin"] < wake:  # else the worker had not started yet: try again
+            break
+    duration = times["end"] - times["begin"]
+    assert duration > 0.06, "the call was too short to tell"
+    assert wake - times["begin"] < 0.5 * duration, (wake - times["begin"], duration)
 
 
 def test_context_settings():

@@ -1,0 +1,37 @@
+// Heap memory aligned for SIMD loads. An allocation failure becomes a CliError
+// naming what was being allocated, instead of std::bad_alloc from deep inside.
+#pragma once
+
+#include <cstddef>
+
+namespace moegrad::cli {
+
+class AlignedBuffer {
+ public:
+  static constexpr std::size_t kAlignment = 64;
+
+  AlignedBuffer() = default;
+  // `what` names the buffer in the out-of-memory message. Zero bytes still
+  // yields a non-null pointer: the library rejects null data even when empty.
+  // Contents are uninitialised.
+  AlignedBuffer(std::size_t bytes, const char* what);
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer();
+
+  std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  template <class T>
+  T* as() const noexcept {
+    return reinterpret_cast<T*>(data_);
+  }
+
+ private:
+  std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::size_t mapped_ = 0;  // > 0: data_ is an mmap of this many bytes
+};
+
+}  // namespace moegrad::cli

@@ -1,0 +1,161 @@
+// moegrad grad-x: the operator on .npy files (SPEC 7). Inputs are mapped, not
+// copied; the output is written to a temp file and renamed only on success.
+#include <moegrad/moegrad.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <moegrad/moegrad.hpp>
+#include <optional>
+#include <string>
+
+#include "aligned_buffer.h"
+#include "atomic_file.h"
+#include "cli_error.h"
+#include "commands.h"
+#include "dl_tensor.h"
+#include "flags.h"
+#include "npy.h"
+
+namespace moegrad::cli {
+namespace {
+
+constexpr char kHelp[] =
+    "Usage: moegrad grad-x --grad-y GY.npy --weight W.npy --row-idx IDX.npy\n"
+    "                      --group-list GL.npy --batch B --top-k T\n"
+    "                      [--row-idx-type 0|1] [--group-list-type count|cumsum]\n"
+    "                      [--bf16] [--threads N] --out DX.npy\n"
+    "\n"
+    "Computes grad_x[b, k] = sum over expanded rows i of token b of\n"
+    "sum_n grad_y[i, n] * weight[g(i), k, n] and writes it as float32 [B, K].\n"
+    "\n"
+    "  --grad-y GY.npy       [M, N] <f4 or <f2 (or <u2 with --bf16)\n"
+    "  --weight W.npy        [G, K, N], same dtype as grad_y; Fortran order is fine\n"
+    "  --row-idx IDX.npy     [L] <i8 or <i4 routing index (see --row-idx-type)\n"
+    "  --group-list GL.npy   [G] <i8 or <i4 rows per expert\n"
+    "  --batch B             tokens (rows of grad_x), >= 1\n"
+    "  --top-k T             routing slots per token, >= 1\n"
+    "  --row-idx-type 0|1    0 (default): IDX[i] = original position b*T+j of expanded\n"
+    "                        row i, -1 = padding row; 1: IDX[b*T+j] = expanded row of\n"
+    "                        that slot, -1 = dropped slot\n"
+    "  --group-list-type     count (default): GL[g] = rows of expert g;\n"
+    "                        cumsum: GL[g] = rows of experts 0..g\n"
+    "  --bf16                GY and W are <u2 arrays holding raw bfloat16 bits\n"
+    "  --threads N           worker threads (default: MOEGRAD_NUM_THREADS or all CPUs)\n"
+    "  --out DX.npy          output, <f4 C-order [B, K]; written via a temp file in the\n"
+    "                        same directory and renamed, so it appears only on success\n"
+    "\n"
+    "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA).\n"
+    "Exit status: 0 success, 1 bad input data or library error, 2 usage error;\n"
+    "on error one 'moegrad: error:' line on stderr, no new output file, and an\n"
+    "existing DX.npy left as it was.\n";
+
+constexpr FlagSpec kFlags[] = {
+    {"--grad-y", true}, {"--weight", true},  {"--row-idx", true},      {"--group-list", true},
+    {"--batch", true},  {"--top-k", true},   {"--row-idx-type", true}, {"--group-list-type", true},
+    {"--bf16", false},  {"--threads", true}, {"--out", true},
+};
+
+NpyArray load_input(const char* flag, const std::string& path) {
+  try {
+    return NpyArray::load(path);
+  } catch (const CliError& e) {
+    data_error(std::string(flag) + ": " + e.what());
+  }
+}
+
+// grad_y and weight: f32 or f16 as stored, or bf16 bits in <u2 when --bf16
+// says so. Refusing the other combinations catches a forgotten or stray --bf16
+// instead of reading bits as the wrong type.
+void check_float_input(const char* flag, const std::string& path, NpyArray& a, bool bf16) {
+  const NpyDtype t = a.dtype();
+  const std::string where = std::string(flag) + ": " + path + " holds " + npy_descr(t);
+  if (bf16) {
+    if (t != NpyDtype::kU16) data_error(where + " but --bf16 expects raw bfloat16 bits as <u2");
+    a.set_dl_dtype({kDLBfloat, 16, 1});
+    return;
+  }
+  if (t == NpyDtype::kU16) {
+    data_error(where + " (uint16); if it holds raw bfloat16 bits, pass --bf16");
+  }
+  if (t != NpyDtype::kF32 && t != NpyDtype::kF16) {
+    data_error(where + "; expected <f4 or <f2 (or <u2 with --bf16)");
+  }
+}
+
+void check_index_input(const char* flag, const std::string& path, const NpyArray& a) {
+  if (a.dtype() != NpyDtype::kI64 && a.dtype() != NpyDtype::kI32) {
+    data_error(std::string(flag) + ": " + path + " holds " + npy_descr(a.dtype()) +
+               "; expected <i8 or <i4");
+  }
+}
+
+}  // namespace
+
+int cmd_grad_x(std::span<char* const> args) {
+  const ParsedFlags flags = ParsedFlags::parse("grad-x", kFlags, args);
+  if (flags.help()) {
+    std::fputs(kHelp, stdout);
+    return kExitOk;
+  }
+  const std::string gy_path = flags.required_text("--grad-y");
+  const std::string w_path = flags.required_text("--weight");
+  const std::string idx_path = flags.required_text("--row-idx");
+  const std::string gl_path = flags.required_text("--group-list");
+  const int64_t batch = flags.required_integer("--batch", 1, INT64_MAX);
+  const int64_t top_k = flags.required_integer("--top-k", 1, INT64_MAX);
+  const std::string out_path = flags.required_text("--out");
+  const int64_t row_idx_type = flags.integer("--row-idx-type", 0, 1).value_or(0);
+  const bool cumsum = flags.choice("--group-list-type", {"count", "cumsum"}, "count") == "cumsum";
+  const bool bf16 = flags.has("--bf16");
+  const std::optional<int64_t> threads = flags.integer("--threads", 1, INT32_MAX);
+
+  AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
+
+  NpyArray grad_y = load_input("--grad-y", gy_path);
+  NpyArray weight = load_input("--weight", w_path);
+  const NpyArray row_idx = load_input("--row-idx", idx_path);
+  const NpyArray group_list = load_input("--group-list", gl_path);
+  check_float_input("--grad-y", gy_path, grad_y, bf16);
+  check_float_input("--weight", w_path, weight, bf16);
+  check_index_input("--row-idx", idx_path, row_idx);
+  check_index_input("--group-list", gl_path, group_list);
+  // K sizes the output, so the weight's rank is checked here; every other
+  // shape and content rule is the library's, reported in its words.
+  if (weight.shape().size() != 3) {
+    data_error("--weight: " + w_path + " has shape " + weight.shape_string() +
+               "; expected 3 dimensions [G, K, N]");
+  }
+  const int64_t k = weight.shape()[1];
+  uint64_t out_bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(batch), static_cast<uint64_t>(k), &out_bytes) ||
+      __builtin_mul_overflow(out_bytes, sizeof(float), &out_bytes)) {
+    data_error("grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
+               "] overflows 64-bit size");
+  }
+  AlignedBuffer grad_x_buf(out_bytes, "grad_x");
+  int64_t grad_x_shape[2] = {batch, k};
+  const DLTensor grad_x = make_dl_tensor(grad_x_buf.data(), {kDLFloat, 32, 1}, grad_x_shape, 2);
+
+  const moegrad_grad_x_args op_args{
+      &grad_y.tensor(),
+      &weight.tensor(),
+      &row_idx.tensor(),
+      &group_list.tensor(),
+      &grad_x,
+      batch,
+      top_k,
+      static_cast<int32_t>(row_idx_type),
+      cumsum ? MOEGRAD_GROUP_LIST_CUMSUM : MOEGRAD_GROUP_LIST_COUNT,
+  };
+  moegrad::Context ctx;
+  if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
+  moegrad::GradXExecutor executor(op_args, ctx);
+  AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
+  executor.run(workspace.data(), workspace.size(), ctx);
+
+  write_npy_f32(out, grad_x_buf.as<float>(), grad_x_shape);
+  out.commit();
+  return kExitOk;
+}
+
+}  // namespace moegrad::cli

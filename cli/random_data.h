@@ -1,0 +1,25 @@
+// Reproducible random inputs for `moegrad run`. Counter-based (splitmix64 of
+// seed, stream and index), so any element can be drawn independently: the
+// 880M-element default weight fills on all cores and is the same on every
+// machine and core count.
+#pragma once
+
+#include <cstdint>
+
+#include "float_formats.h"
+
+namespace moegrad::cli {
+
+// splitmix64's output function over a (seed, stream, index) counter.
+inline uint64_t random_u64(uint64_t seed, uint64_t stream, uint64_t index) {
+  uint64_t z = seed ^ (stream * 0xD1B54A32D192ED03ull);
+  z += (index + 1) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [-1, 1) on a 2^-23 grid, rounded to `format`, into `dst`.
+void fill_uniform(void* dst, FloatFormat format, uint64_t count, uint64_t seed, uint64_t stream);
+
+}  // namespace moegrad::cli

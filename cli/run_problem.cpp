@@ -1,0 +1,95 @@
+#include "run_problem.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <limits>
+#include <string>
+
+#include "cli_error.h"
+#include "dl_tensor.h"
+#include "random_data.h"
+
+namespace moegrad::cli {
+namespace {
+
+uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_bytes,
+                       const char* what) {
+  uint64_t p = element_bytes;
+  for (const int64_t d : dims) {
+    if (__builtin_mul_overflow(p, static_cast<uint64_t>(d), &p)) {
+      usage_error(std::string("run: the size of ") + what + " overflows 64 bits");
+    }
+  }
+  return p;
+}
+
+constexpr uint64_t kGradYStream = 1;  // independent draws under one seed
+constexpr uint64_t kWeightStream = 2;
+
+}  // namespace
+
+RunProblem::RunProblem(const RunShape& s)
+    : shape_(s),
+      routing_(make_routing(s.batch, s.top_k, s.experts, s.seed)),
+      grad_y_(checked_bytes({m(), s.n}, format_bytes(s.format), "grad_y"), "grad_y"),
+      weight_(checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight"), "weight"),
+      grad_y_shape_{m(), s.n},
+      weight_shape_{s.experts, s.k, s.n},
+      idx_shape_{m()},
+      group_shape_{s.experts},
+      grad_x_shape_{s.batch, s.k} {
+  const uint64_t gy_count = grad_y_.size() / static_cast<uint64_t>(format_bytes(s.format));
+  const uint64_t w_count = weight_.size() / static_cast<uint64_t>(format_bytes(s.format));
+  fill_uniform(grad_y_.data(), s.format, gy_count, s.seed, kGradYStream);
+  fill_uniform(weight_.data(), s.format, w_count, s.seed, kWeightStream);
+  const DLDataType dtype = format_dl_dtype(s.format);
+  grad_y_t_ = make_dl_tensor(grad_y_.data(), dtype, grad_y_shape_, 2);
+  weight_t_ = make_dl_tensor(weight_.data(), dtype, weight_shape_, 3);
+  // DLTensor has no const; the operator only reads its inputs.
+  idx_t_ = make_dl_tensor(const_cast<int64_t*>(routing_.expanded_row_idx.data()), {kDLInt, 64, 1},
+                          idx_shape_, 1);
+  group_t_ = make_dl_tensor(const_cast<int64_t*>(routing_.group_list.data()), {kDLInt, 64, 1},
+                            group_shape_, 1);
+}
+
+uint64_t RunProblem::grad_x_bytes() const {
+  return checked_bytes({shape_.batch, shape_.k}, sizeof(float), "grad_x");
+}
+
+GradXBuffer RunProblem::make_grad_x(const char* what) const {
+  GradXBuffer out{AlignedBuffer(grad_x_bytes(), what), {}};
+  std::fill_n(out.memory.as<float>(), out.memory.size() / sizeof(float),
+              std::numeric_limits<float>::quiet_NaN());
+  // The shape array is ours and outlives the buffer's use with args().
+  out.tensor =
+      make_dl_tensor(out.memory.data(), {kDLFloat, 32, 1}, const_cast<int64_t*>(grad_x_shape_), 2);
+  return out;
+}
+
+moegrad_grad_x_args RunProblem::args(const GradXBuffer& grad_x) const {
+  return {&grad_y_t_,
+          &weight_t_,
+          &idx_t_,
+          &group_t_,
+          &grad_x.tensor,
+          shape_.batch,
+          shape_.top_k,
+          MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL,
+          MOEGRAD_GROUP_LIST_COUNT};
+}
+
+ReferenceProblem RunProblem::reference() const {
+  return {grad_y_.data(),
+          weight_.data(),
+          shape_.format,
+          routing_.expanded_row_idx.data(),
+          routing_.group_list.data(),
+          shape_.batch,
+          shape_.top_k,
+          shape_.experts,
+          shape_.k,
+          shape_.n,
+          m()};
+}
+
+}  // namespace moegrad::cli

@@ -1,0 +1,59 @@
+// The random MoE layer `moegrad run` works on: routing, grad_y and weight
+// generated once, plus any number of grad_x outputs to compare.
+#pragma once
+
+#include <moegrad/moegrad.h>
+
+#include <cstdint>
+
+#include "aligned_buffer.h"
+#include "float_formats.h"
+#include "reference_check.h"
+#include "routing.h"
+
+namespace moegrad::cli {
+
+struct RunShape {
+  int64_t batch, top_k, experts, k, n;  // each in [1, 2^31); top_k <= experts
+  FloatFormat format;
+  uint64_t seed;
+};
+
+// One grad_x [batch, K] f32, pre-filled with NaN so an element the operator
+// never writes fails every comparison.
+struct GradXBuffer {
+  AlignedBuffer memory;
+  DLTensor tensor;
+  const float* values() const { return memory.as<float>(); }
+};
+
+class RunProblem {
+ public:
+  // Generates everything (all cores for the large buffers). Throws CliError.
+  explicit RunProblem(const RunShape& shape);
+  RunProblem(const RunProblem&) = delete;  // tensors point at members
+  RunProblem& operator=(const RunProblem&) = delete;
+
+  const RunShape& shape() const { return shape_; }
+  int64_t m() const { return shape_.batch * shape_.top_k; }  // no slot is dropped
+  uint64_t grad_x_bytes() const;
+
+  GradXBuffer make_grad_x(const char* what) const;
+  // The operator's arguments, writing into `grad_x` (routing type 0, counts).
+  moegrad_grad_x_args args(const GradXBuffer& grad_x) const;
+  ReferenceProblem reference() const;
+
+ private:
+  RunShape shape_;
+  Routing routing_;
+  AlignedBuffer grad_y_;
+  AlignedBuffer weight_;
+  int64_t grad_y_shape_[2];
+  int64_t weight_shape_[3];
+  int64_t idx_shape_[1];
+  int64_t group_shape_[1];
+  int64_t grad_x_shape_[2];
+  DLTensor grad_y_t_, weight_t_, idx_t_, group_t_;
+};
+
+}  // namespace moegrad::cli

@@ -1,0 +1,109 @@
+#include "cli_runner.h"
+
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+extern char** environ;
+
+namespace moegrad::cli_test {
+namespace {
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+RunResult run_moegrad(const std::vector<std::string>& args) {
+  // Output goes to files rather than pipes: no deadlock on large output and
+  // no polling loop.
+  char out_tmpl[] = "/tmp/moegrad_cli_test_outXXXXXX";
+  char err_tmpl[] = "/tmp/moegrad_cli_test_errXXXXXX";
+  const int out_fd = mkstemp(out_tmpl);
+  const int err_fd = mkstemp(err_tmpl);
+  RunResult r;
+  if (out_fd < 0 || err_fd < 0) {
+    ADD_FAILURE() << "mkstemp failed";
+    return r;
+  }
+  std::vector<std::string> argv_storage{MOEGRAD_CLI_PATH};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (std::string& a : argv_storage) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out_fd);
+  close(err_fd);
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn(" << argv[0] << ") failed: " << rc;
+  } else {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  r.out = slurp(out_tmpl);
+  r.err = slurp(err_tmpl);
+  unlink(out_tmpl);
+  unlink(err_tmpl);
+  return r;
+}
+
+void CliTest::SetUp() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "moegrad_cli_test_XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  dir_ = tmpl;
+}
+
+void CliTest::TearDown() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+void CliTest::write_file(const std::string& name, const std::string& bytes) const {
+  std::ofstream out(dir_ / name, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << name;
+}
+
+std::string CliTest::read_file(const std::string& name) const { return slurp(dir_ / name); }
+
+std::set<std::string> CliTest::listing() const {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
+    names.insert(entry.path().filename().string());
+  }
+  return names;
+}
+
+void CliTest::expect_error(const std::vector<std::string>& args, int exit_code,
+                           const std::string& needle) {
+  const std::set<std::string> before = listing();
+  const RunResult r = run_moegrad(args);
+  std::string cmd = "moegrad";
+  for (const std::string& a : args) cmd += " " + a;
+  EXPECT_EQ(r.exit_code, exit_code) << cmd << "\nstderr: " << r.err;
+  EXPECT_TRUE(r.err.starts_with("moegrad: error: ")) << cmd << "\nstderr: " << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not exactly one line: " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos)
+      << cmd << "\nstderr: " << r.err << "\nexpected to mention: " << needle;
+  EXPECT_EQ(listing(), before) << cmd << ": a file was left behind";
+}
+
+}  // namespace moegrad::cli_test

@@ -1,0 +1,41 @@
+// Runs the moegrad binary as a separate process (posix_spawn), capturing exit
+// status, stdout and stderr, and gives each test a scratch directory.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace moegrad::cli_test {
+
+struct RunResult {
+  int exit_code = -1;  // 128 + signal if killed by a signal
+  std::string out;
+  std::string err;
+};
+
+RunResult run_moegrad(const std::vector<std::string>& args);
+
+// A fresh directory per test, removed afterwards.
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  void TearDown() override;
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write_file(const std::string& name, const std::string& bytes) const;
+  std::string read_file(const std::string& name) const;
+  std::set<std::string> listing() const;
+
+  // Asserts the error contract: non-zero `exit_code`, exactly one stderr line
+  // starting "moegrad: error:" and containing `needle`, and no new file in
+  // the directory (neither the output nor a temp file).
+  void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle);
+
+  std::filesystem::path dir_;
+};
+
+}  // namespace moegrad::cli_test

@@ -1,0 +1,93 @@
+// The command surface: help on every command, --version, dispatch errors,
+// the bench placeholder, and `moegrad run` on a tiny shape.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "json_syntax.h"
+
+namespace moegrad::cli_test {
+namespace {
+
+TEST_F(CliTest, TopLevelHelp) {
+  for (const char* flag : {"--help", "help", "-h"}) {
+    const RunResult r = run_moegrad({flag});
+    EXPECT_EQ(r.exit_code, 0) << flag;
+    EXPECT_EQ(r.err, "") << flag;
+    for (const char* needle :
+         {"Usage: moegrad <command>", "grad-x", "run", "bench", "Exit status", "2 usage error"}) {
+      EXPECT_NE(r.out.find(needle), std::string::npos) << flag << " lacks " << needle;
+    }
+  }
+}
+
+TEST_F(CliTest, HelpOnEveryCommand) {
+  for (const char* command : {"grad-x", "run", "bench"}) {
+    const RunResult r = run_moegrad({command, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << command;
+    EXPECT_TRUE(r.out.starts_with(std::string("Usage: moegrad ") + command)) << r.out;
+  }
+  // Help wins even over an otherwise bad command line.
+  EXPECT_EQ(run_moegrad({"grad-x", "--bogus", "--help"}).exit_code, 0);
+  const RunResult gx = run_moegrad({"grad-x", "--help"});
+  for (const char* flag :
+       {"--grad-y", "--weight", "--row-idx", "--group-list", "--batch", "--top-k", "--row-idx-type",
+        "--group-list-type", "--bf16", "--threads", "--out"}) {
+    EXPECT_NE(gx.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST_F(CliTest, Version) {
+  const RunResult r = run_moegrad({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out, "moegrad 0.1.0\n");
+}
+
+TEST_F(CliTest, DispatchErrors) {
+  expect_error({}, 2, "no command given");
+  expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
+  expect_error({"bench"}, 2, "bench is not built yet");
+}
+
+TEST_F(CliTest, RunUsageErrors) {
+  expect_error({"run", "--top-k", "5", "--experts", "4"}, 2, "--top-k 5 exceeds --experts 4");
+  expect_error({"run", "--dtype", "f64"}, 2, "not one of f32, f16, bf16");
+  expect_error({"run", "--k", "0"}, 2, "--k '0' is out of range");
+  expect_error({"run", "--n", "3000000000"}, 2, "--n '3000000000' is out of range");
+}
+
+const std::vector<std::string> kTinyRun = {"run",       "--batch",   "37",  "--top-k", "3",
+                                           "--experts", "5",         "--k", "24",      "--n",
+                                           "40",        "--threads", "2"};
+
+TEST_F(CliTest, RunJsonIsOneObject) {
+  for (const char* dtype : {"f32", "f16", "bf16"}) {
+    std::vector<std::string> args = kTinyRun;
+    args.insert(args.end(), {"--dtype", dtype, "--json"});
+    const RunResult r = run_moegrad(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    EXPECT_TRUE(is_single_json_object(r.out)) << r.out;
+    for (const std::string& needle :
+         std::vector<std::string>{"\"bitwise_identical\": true", "\"within_bound\": true",
+                                  "\"passed\": true", "\"nonfused_identical\": true", "\"m\": 111",
+                                  std::string("\"dtype\": \"") + dtype + "\""}) {
+      EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " missing in\n" << r.out;
+    }
+  }
+}
+
+TEST_F(CliTest, RunHumanReport) {
+  const RunResult r = run_moegrad(kTinyRun);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* needle :
+       {"batch=37 top_k=3 experts=5 K=24 N=40 M=111", "GFLOP/s", "workspace", "4*M*K", "vs float64",
+        "bitwise identical across thread counts (2 vs 1): yes"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " missing in\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace moegrad::cli_test

@@ -1,0 +1,218 @@
+// Every kind of bad input to grad-x: non-zero status (2 usage, 1 data), one
+// "moegrad: error:" line naming the problem, and no output or temp file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "grad_x_fixture.h"
+#include "npy_bytes.h"
+
+namespace moegrad::cli_test {
+namespace {
+
+class GradXErrorTest : public GradXTest {
+ protected:
+  void SetUp() override {
+    GradXTest::SetUp();
+    write_problem(p_, e_);
+  }
+
+  // The valid command line with `flag`'s value replaced (or the flag removed
+  // when `value` is empty).
+  std::vector<std::string> with(const std::string& flag, const std::string& value) const {
+    std::vector<std::string> a = args(p_, e_);
+    auto it = std::find(a.begin(), a.end(), flag);
+    if (value.empty()) {
+      a.erase(it, it + 2);
+    } else {
+      *(it + 1) = value;
+    }
+    return a;
+  }
+
+  std::vector<std::string> plus(std::initializer_list<std::string> extra) const {
+    std::vector<std::string> a = args(p_, e_);
+    a.insert(a.end(), extra);
+    return a;
+  }
+
+  const MoeProblem p_ = make_problem(6, 2, 4, 5, 7, 1);
+  const Encoding e_;
+};
+
+constexpr int kUsage = 2;
+constexpr int kData = 1;
+
+TEST_F(GradXErrorTest, UsageErrors) {
+  expect_error(with("--out", ""), kUsage, "missing required flag --out");
+  expect_error(with("--grad-y", ""), kUsage, "missing required flag --grad-y");
+  expect_error(with("--batch", ""), kUsage, "missing required flag --batch");
+  expect_error(plus({"--frobnicate", "1"}), kUsage, "unknown flag '--frobnicate'");
+  expect_error(plus({"stray"}), kUsage, "unexpected argument 'stray'");
+  expect_error(with("--batch", "12x"), kUsage, "--batch '12x' is not a decimal integer");
+  expect_error(with("--batch", "1.5"), kUsage, "not a decimal integer");
+  expect_error(with("--batch", "+6"), kUsage, "not a decimal integer");
+  expect_error(with("--batch", "0"), kUsage, "--batch '0' is out of range");
+  expect_error(with("--top-k", "99999999999999999999"), kUsage, "is out of range");
+  expect_error(with("--row-idx-type", "2"), kUsage, "--row-idx-type '2' is out of range");
+  expect_error(with("--group-list-type", "prefix"), kUsage, "not one of count, cumsum");
+  expect_error(plus({"--threads", "0"}), kUsage, "--threads '0' is out of range");
+  expect_error(plus({"--threads"}), kUsage, "--threads needs a value");
+  expect_error(plus({"--bf16=1"}), kUsage, "--bf16 takes no value");
+  expect_error(plus({"--batch", "6"}), kUsage, "--batch given twice");
+}
+
+TEST_F(GradXErrorTest, MissingAndNonNpyFiles) {
+  expect_error(with("--weight", path("nope.npy")), kData,
+               "--weight: " + path("nope.npy") + ": cannot open: No such file");
+  write_file("text.npy", "grad_y,1,2,3\n");
+  expect_error(with("--grad-y", path("text.npy")), kData, "not a .npy file");
+  write_file("empty.npy", "");
+  expect_error(with("--grad-y", path("empty.npy")), kData, "not a .npy file");
+  expect_error(with("--grad-y", dir_.string()), kData, "not a regular file");
+}
+
+TEST_F(GradXErrorTest, MalformedNpy) {
+  const std::string gy = read_file("gy.npy");
+  struct Case {
+    std::string bytes, needle;
+  };
+  const std::string data = elem_bytes(Elem::kF32, p_.grad_y);
+  const std::vector<int64_t> shape{p_.m(), p_.n};
+  const std::string dims = shape_tuple({p_.m(), 7});  // N = 7
+  const std::string need = std::to_string(p_.m() * 7 * 4);
+  const std::string have = std::to_string(p_.m() * 7 * 4 - 3);
+  const std::vector<Case> cases = {
+      {gy.substr(0, gy.size() - 3), "truncated: shape " + dims + " of <f4 needs " + need +
+                                        " bytes of data, the file has " + have},
+      {gy.substr(0, 7), "truncated"},
+      {gy.substr(0, 40), "truncated: the header says"},
+      {gy + "junk", "4 unexpected bytes after the data"},
+      {npy_file(numpy_dict(">f4", shape), data), "big-endian dtype '>f4' is not supported"},
+      {npy_file(numpy_dict("<f8", shape), data), "unsupported dtype '<f8'"},
+      {npy_file(numpy_dict("<f4", shape), data, 4), "unsupported .npy format version 4.0"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False}", data), "no 'shape' key"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + dims + ", 'extra': 1}",
+                data),
+       "unexpected key 'extra'"},
+      {npy_file("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': " + dims + "}",
+                data),
+       "appears twice"},
+      {npy_file("{'descr': '<f4', 'fortran_order': 0, 'shape': " + dims + "}", data),
+       "fortran_order must be True or False"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (15, -7)}", data),
+       "bad header at byte"},
+      {npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (15,)}", data),
+       "structured"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)}",
+                data),
+       "overflows"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", data),
+       "dimension too large"},
+      // A v2 header whose length field claims 16 MiB.
+      {std::string("\x93NUMPY\x02\x00\x00\x00\x00\x01", 12) + std::string(64, ' '),
+       "header of 16777216 bytes is too long"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.needle);
+    write_file("bad.npy", c.bytes);
+    expect_error(with("--grad-y", path("bad.npy")), kData, "--grad-y: " + path("bad.npy") + ": ");
+    expect_error(with("--grad-y", path("bad.npy")), kData, c.needle);
+    std::filesystem::remove(dir_ / "bad.npy");
+  }
+}
+
+TEST_F(GradXErrorTest, DtypeRules) {
+  // f32 grad_y, f16 weight: the library's DTYPE_MISMATCH.
+  write_file("w16.npy", npy_file(numpy_dict("<f2", {p_.experts, p_.k, p_.n}),
+                                 elem_bytes(Elem::kF16, p_.weight)));
+  expect_error(with("--weight", path("w16.npy")), kData, "grad_y is float32 but weight is float16");
+  expect_error(with("--weight", path("w16.npy")), kData, "(MOEGRAD_STATUS_DTYPE_MISMATCH)");
+  // <u2 needs --bf16, and --bf16 needs <u2.
+  write_file("wbf.npy", npy_file(numpy_dict("<u2", {p_.experts, p_.k, p_.n}),
+                                 elem_bytes(Elem::kBF16, p_.weight)));
+  expect_error(with("--weight", path("wbf.npy")), kData,
+               "if it holds raw bfloat16 bits, pass --bf16");
+  expect_error(
+      plus({"--bf16"}), kData,
+      "--grad-y: " + path("gy.npy") + " holds <f4 but --bf16 expects raw bfloat16 bits as <u2");
+  // Indices must be integers, values must be floats.
+  write_file("idxf.npy", npy_array("<f4", {3}, std::vector<float>{0, 1, 2}));
+  expect_error(with("--row-idx", path("idxf.npy")), kData, "holds <f4; expected <i8 or <i4");
+  write_file("gyi.npy", npy_array("<i4", {p_.m(), p_.n},
+                                  std::vector<int32_t>(p_.grad_y.begin(), p_.grad_y.end())));
+  expect_error(with("--grad-y", path("gyi.npy")), kData, "holds <i4; expected <f4 or <f2");
+}
+
+TEST_F(GradXErrorTest, ShapeAndContentRules) {
+  // N differs between grad_y and weight.
+  write_file("w8.npy",
+             npy_file(numpy_dict("<f4", {p_.experts, p_.k, p_.n + 1}),
+                      raw_bytes(std::vector<float>(p_.experts * p_.k * (p_.n + 1), 1.0f))));
+  expect_error(with("--weight", path("w8.npy")), kData, "grad_y.shape[1]=7 != weight.shape[2]=8");
+  write_file("w2d.npy", npy_array("<f4", {p_.k, p_.n}, std::vector<float>(p_.k * p_.n, 1.0f)));
+  expect_error(with("--weight", path("w2d.npy")), kData,
+               "has shape (5, 7); expected 3 dimensions [G, K, N]");
+  // A 0-d index array is read fine; the library names the rank rule.
+  write_file("idx0d.npy", npy_file(numpy_dict("<i8", {}), raw_bytes(std::vector<int64_t>{3})));
+  expect_error(with("--row-idx", path("idx0d.npy")), kData, "MOEGRAD_STATUS_BAD_RANK");
+  // An index value outside [0, batch*top_k).
+  std::vector<int64_t> idx = p_.row_idx_type0();
+  idx[2] = p_.batch * p_.top_k;
+  write_file("idx_bad.npy", index_npy(Index::kI64, idx));
+  expect_error(with("--row-idx", path("idx_bad.npy")), kData, "expanded_row_idx[2]=12");
+  expect_error(with("--row-idx", path("idx_bad.npy")), kData, "MOEGRAD_STATUS_INDEX_OUT_OF_RANGE");
+  // Group counts that do not sum to M.
+  std::vector<int64_t> counts = p_.counts;
+  counts[0] += 1;
+  write_file("gl_bad.npy", index_npy(Index::kI64, counts));
+  expect_error(with("--group-list", path("gl_bad.npy")), kData,
+               "MOEGRAD_STATUS_GROUP_SUM_MISMATCH");
+  // grad_y rows exceed the slots.
+  expect_error(with("--batch", "1"), kData, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS");
+}
+
+// Corrupting header bytes one at a time must give a clean result or a clean
+// error, never a crash: the reader trusts nothing in the file.
+TEST_F(GradXErrorTest, CorruptHeadersNeverCrash) {
+  const std::string gy = read_file("gy.npy");
+  const std::size_t data_offset = gy.size() - static_cast<std::size_t>(p_.m() * p_.n * 4);
+  uint64_t state = 12345;
+  for (int trial = 0; trial < 60; ++trial) {
+    std::string bad = gy;
+    for (int flips = 0; flips < 1 + trial % 3; ++flips) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      const std::size_t at = (state >> 33) % data_offset;
+      bad[at] = static_cast<char>(bad[at] ^ (1 << ((state >> 20) % 8)));
+    }
+    write_file("bad.npy", bad);
+    const std::set<std::string> before = listing();
+    const RunResult r = run_moegrad(with("--grad-y", path("bad.npy")));
+    ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << "trial " << trial << ": " << r.exit_code;
+    if (r.exit_code == 1) {
+      EXPECT_TRUE(r.err.starts_with("moegrad: error: ")) << r.err;
+      EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
+      EXPECT_EQ(listing(), before);
+    }
+    std::filesystem::remove(dir_ / "dx.npy");
+  }
+}
+
+TEST_F(GradXErrorTest, UnwritableOutput) {
+  expect_error(with("--out", path("no/such/dir/dx.npy")), kData, "cannot create a file in");
+  expect_error(with("--out", dir_.string()), kData, "is a directory");
+}
+
+TEST_F(GradXErrorTest, FailureKeepsAnExistingOutput) {
+  write_file("dx.npy", "previous result");
+  expect_error(with("--batch", "1"), kData, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS");
+  EXPECT_EQ(read_file("dx.npy"), "previous result");
+}
+
+}  // namespace
+}  // namespace moegrad::cli_test

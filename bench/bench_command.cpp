@@ -1,0 +1,139 @@
+#include "bench_command.h"
+
+#include <moegrad/moegrad.h>
+#include <moegrad/moegrad.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "bench_options.h"
+#include "bench_report.h"
+#include "bench_runner.h"
+#include "cli_error.h"
+#include "fma_peak.h"
+#include "onednn_nonfused.h"
+
+namespace moegrad::bench {
+namespace {
+
+std::string cpu_model() {
+  std::FILE* f = std::fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return "unknown CPU";
+  char line[512];
+  std::string model = "unknown CPU";
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    if (std::strncmp(line, "model name", 10) != 0) continue;
+    const char* colon = std::strchr(line, ':');
+    if (colon == nullptr) continue;
+    model = colon + 1;
+    model.erase(0, model.find_first_not_of(" \t"));
+    model.erase(model.find_last_not_of(" \t\r\n") + 1);
+    break;
+  }
+  std::fclose(f);
+  return model;
+}
+
+// 1 and the online CPUs, deduplicated.
+std::vector<int> default_threads() {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::vector<int> t{1};
+  if (online > 1) t.push_back(static_cast<int>(std::min<long>(online, 4096)));
+  return t;
+}
+
+int run(std::span<char* const> args, std::optional<Progress>& progress) {
+  Options options = parse_options(args);
+  if (options.help) {
+    std::fputs(kBenchHelp, stdout);
+    std::fflush(stdout);
+    return cli::kExitOk;
+  }
+  if (options.threads.empty()) options.threads = default_threads();
+
+  MachineInfo machine;
+  machine.cpu = cpu_model();
+  machine.isa = moegrad_isa_name(moegrad::Context().isa());
+  machine.onednn = OnednnNonfused::version();
+
+  RunConfig config{options.dtypes, options.threads, options.reps, false};
+  std::optional<std::string> fast_note;
+  if (std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
+    fast_note = fast_bf16_unavailable_reason();
+    config.fast_bf16 = !fast_note;
+  }
+  const int total = static_cast<int>(options.threads.size() + options.shapes.size() * static_cast<size_t>(shape_steps(config)));
+  progress.emplace(total);
+
+  for (const int threads : options.threads) {
+    progress->step("fma-peak t=" + std::to_string(threads));
+    const FmaPeak peak = measure_fma_peak(threads, options.reps);
+    machine.fma_isa = peak.isa;
+    Row r;
+    r.threads = threads;
+    r.path = "fma-peak";
+    r.gflops = peak.gflops;
+    machine.fma_peak.push_back(r);
+  }
+  if (!options.json) {
+    progress->clear();
+    print_header(stdout, machine);
+  }
+
+  std::vector<Row> rows = machine.fma_peak;
+  std::vector<std::string> notes;  // --json: each once, on stderr
+  for (const ShapeSpec& shape : options.shapes) {
+    ShapeReport report = run_shape(shape, config, *progress);
+    if (fast_note) report.notes.push_back(*fast_note);
+    progress->clear();
+    if (options.json) {
+      for (const std::string& n : report.notes) {
+        if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+      }
+    } else {
+      print_table(stdout, report, machine);
+    }
+    rows.insert(rows.end(), report.rows.begin(), report.rows.end());
+  }
+  progress->clear();
+  if (options.json) {
+    for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
+    print_json(stdout, rows);
+  }
+  return cli::kExitOk;
+}
+
+int report_error(std::optional<Progress>& progress, const std::string& message, int status) {
+  if (progress) progress->clear();
+  std::string line = message;
+  std::replace(line.begin(), line.end(), '\n', ' ');  // one line, whatever the source
+  std::fflush(stdout);
+  std::fprintf(stderr, "moegrad: error: %s\n", line.c_str());
+  return status;
+}
+
+}  // namespace
+
+int run_bench_command(int argc, char** argv) {
+  std::optional<Progress> progress;
+  try {
+    return run(std::span<char* const>(argv, argc > 0 ? static_cast<size_t>(argc) : 0), progress);
+  } catch (const UsageError& e) {
+    return report_error(progress, e.what(), cli::kExitUsage);
+  } catch (const cli::CliError& e) {
+    return report_error(progress, std::string("bench: ") + e.what(), e.exit_code());
+  } catch (const moegrad::Error& e) {
+    return report_error(progress, std::string("bench: ") + e.what(), cli::kExitFailure);
+  } catch (const std::exception& e) {
+    return report_error(progress, std::string("bench: ") + e.what(), cli::kExitFailure);
+  }
+}
+
+}  // namespace moegrad::bench

@@ -1,0 +1,226 @@
+#include "bench_options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+namespace moegrad::bench {
+
+const char kBenchHelp[] =
+    "Usage: moegrad bench [--shape NAME|batch,top_k,G,K,N]... [--dtype f32|f16|bf16]...\n"
+    "                     [--threads N] [--reps R] [--json]\n"
+    "\n"
+    "Measures, side by side in one run, for each shape, dtype and thread count:\n"
+    "  fused            moegrad_grad_x (exact mode; time of the run phase only)\n"
+    "  fused fast-bf16  the opt-in bf16 pair-dot-product mode (bf16, CPUs with AVX512_BF16)\n"
+    "  nonfused         moegrad's own kernels: grouped GEMM into a full d_expanded_x [M, K],\n"
+    "                   then the scatter-add (rows ascending); the whole call is timed\n"
+    "                   (it plans and allocates its small workspace itself)\n"
+    "  onednn-nonfused  oneDNN matmul per expert into d_expanded_x, then the same scatter-add\n"
+    "                   (f32 and bf16; oneDNN 2.6 has no CPU f16 matmul here: null)\n"
+    "and, per thread count, fma-peak: the measured f32 FMA throughput of that many cores.\n"
+    "Every path's grad_x is checked against the fused one (nonfused: bitwise; oneDNN and\n"
+    "fast-bf16: max |diff| <= 1e-3 * max |grad_x|); a mismatch is a warning on stderr.\n"
+    "\n"
+    "Shapes (M = batch * top_k rows, random top-k routing sorted by expert, inputs in [-1, 1]):\n"
+    "  zmoe          batch 2048,   top_k 4, G 60,  K 7168, N 2048  (f32 weight 3.5 GB)\n"
+    "  large-token   batch 110592, top_k 2, G 60,  K 128,  N 256\n"
+    "  fine-grained  batch 1024,   top_k 8, G 128, K 2048, N 768\n"
+    "\n"
+    "  --shape S      a name, a comma list of names, or batch,top_k,G,K,N; repeatable\n"
+    "                 (default: all three)\n"
+    "  --dtype D      f32, f16 or bf16, or a comma list; repeatable (default: all three)\n"
+    "  --threads N    only N threads (default: 1 and the number of online CPUs)\n"
+    "  --reps R       timed repetitions after one warm-up; the median is reported with\n"
+    "                 min and max (default 5). The default run times 8 paths x 6 runs\n"
+    "                 of zmoe (240 GFLOP each, ~1 s on one core at full speed) per thread\n"
+    "                 count, plus the two small shapes: 2-3 minutes on a quiet 2-core\n"
+    "                 machine, at most ~4.5 GB of memory (zmoe f32)\n"
+    "  --json         one JSON array of objects instead of the tables:\n"
+    "                 {\"shape\", \"batch\", \"top_k\", \"experts\", \"k\", \"n\", \"dtype\",\n"
+    "                  \"mode\": \"exact\"|\"fast-bf16\", \"threads\",\n"
+    "                  \"path\": \"fused\"|\"nonfused\"|\"onednn-nonfused\"|\"fma-peak\",\n"
+    "                  \"ms\" (median), \"ms_min\", \"ms_max\", \"gflops\" (2*M*N*K / ms),\n"
+    "                  \"workspace_bytes\", \"peak_rss_bytes\"}\n"
+    "                 null where a field does not apply or was not measured; fma-peak\n"
+    "                 rows carry only threads and gflops\n"
+    "\n"
+    "workspace_bytes: fused, what get_workspace_size reports; nonfused, 4*M*K (d_expanded_x)\n"
+    "plus its workspace; oneDNN, 4*M*K plus its scratchpad. The tables show it beside 4*M*K.\n"
+    "peak_rss_bytes: the process's peak resident memory during that path (inputs included):\n"
+    "the high-water mark is reset by writing 5 to /proc/self/clear_refs before the path and\n"
+    "VmHWM is read from /proc/self/status after it; null if the reset is not permitted.\n"
+    "\n"
+    "oneDNN runs on OpenMP (libgomp) with its default, spinning wait policy, as users run it;\n"
+    "on a machine shared with other jobs its multi-thread times suffer from that, and\n"
+    "OMP_WAIT_POLICY=passive shows what it does without the spinning.\n"
+    "\n"
+    "Progress goes to stderr. Exit status: 0 done, 1 runtime error, 2 usage error.\n";
+
+namespace {
+
+constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4
+constexpr int kMaxThreads = 4096;                                 // the context's limit
+constexpr int kMaxReps = 1000;
+
+const ShapeSpec kBuiltinShapes[] = {
+    {"zmoe", 2048, 4, 60, 7168, 2048},
+    {"large-token", 110592, 2, 60, 128, 256},
+    {"fine-grained", 1024, 8, 128, 2048, 768},
+};
+
+[[noreturn]] void usage(const std::string& message) {
+  throw UsageError("bench: " + message + " (see moegrad bench --help)");
+}
+
+std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string_view> split_commas(std::string_view text) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) return parts;
+    start = comma + 1;
+  }
+}
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
+  const std::vector<std::string_view> parts = split_commas(value);
+  std::vector<ShapeSpec> found;
+  if (parts.size() == 5 && std::all_of(parts.begin(), parts.end(), all_digits)) {
+    static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
+    int64_t d[5];
+    for (int i = 0; i < 5; ++i) {
+      const auto v = parse_int(parts[static_cast<size_t>(i)], 1, kMaxDim);
+      if (!v) usage("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " + std::to_string(kMaxDim) + "]");
+      d[i] = *v;
+    }
+    if (d[1] > d[2]) {
+      usage("--shape " + std::string(value) + ": top_k " + std::to_string(d[1]) + " exceeds G " +
+            std::to_string(d[2]) + " (each token picks distinct experts)");
+    }
+    if (d[0] * d[1] > kMaxDim) {
+      usage("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
+            " exceeds " + std::to_string(kMaxDim));
+    }
+    std::string name;
+    for (int i = 0; i < 5; ++i) {
+      if (i > 0) name += ',';
+      name += std::to_string(d[i]);
+    }
+    found.push_back({name, d[0], d[1], d[2], d[3], d[4]});
+  } else {
+    for (const std::string_view part : parts) {
+      const auto it = std::find_if(std::begin(kBuiltinShapes), std::end(kBuiltinShapes),
+                                   [&](const ShapeSpec& s) { return s.name == part; });
+      if (it == std::end(kBuiltinShapes)) {
+        usage("unknown --shape '" + std::string(part) +
+              "' (zmoe, large-token, fine-grained, or batch,top_k,G,K,N)");
+      }
+      found.push_back(*it);
+    }
+  }
+  for (const ShapeSpec& s : found) {
+    const bool seen = std::any_of(shapes->begin(), shapes->end(), [&](const ShapeSpec& t) { return t.name == s.name; });
+    if (!seen) shapes->push_back(s);
+  }
+}
+
+void add_dtypes(std::string_view value, std::vector<cli::FloatFormat>* dtypes) {
+  for (const std::string_view part : split_commas(value)) {
+    cli::FloatFormat f;
+    if (part == "f32") {
+      f = cli::FloatFormat::kF32;
+    } else if (part == "f16") {
+      f = cli::FloatFormat::kF16;
+    } else if (part == "bf16") {
+      f = cli::FloatFormat::kBF16;
+    } else {
+      usage("unknown --dtype '" + std::string(part) + "' (f32, f16 or bf16)");
+    }
+    if (std::find(dtypes->begin(), dtypes->end(), f) == dtypes->end()) dtypes->push_back(f);
+  }
+}
+
+}  // namespace
+
+std::span<const ShapeSpec> builtin_shapes() { return kBuiltinShapes; }
+
+Options parse_options(std::span<char* const> args) {
+  Options o;
+  // --help wins over every other error, wherever it stands.
+  for (char* const a : args) {
+    const std::string_view s(a);
+    if (s == "--help" || s == "-h") {
+      o.help = true;
+      return o;
+    }
+  }
+  bool have_threads = false, have_reps = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view arg(args[i]);
+    if (arg.size() < 3 || arg.substr(0, 2) != "--") usage("unexpected argument '" + std::string(arg) + "'");
+    const size_t eq = arg.find('=');
+    const std::string_view name = arg.substr(0, eq);
+    std::optional<std::string_view> inline_value;
+    if (eq != std::string_view::npos) inline_value = arg.substr(eq + 1);
+
+    if (name == "--json") {
+      if (inline_value) usage("--json takes no value");
+      if (o.json) usage("--json given twice");
+      o.json = true;
+      continue;
+    }
+    if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps") {
+      usage("unknown flag '" + std::string(name) + "'");
+    }
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else {
+      // A value may not start with "--": a forgotten value reads as such
+      // rather than eating the next flag.
+      if (i + 1 >= args.size() || std::string_view(args[i + 1]).substr(0, 2) == "--") {
+        usage(std::string(name) + " needs a value");
+      }
+      value = args[++i];
+    }
+    if (value.empty()) usage(std::string(name) + " needs a value");
+
+    if (name == "--threads") {
+      if (have_threads) usage("--threads given twice");
+      have_threads = true;
+      const auto v = parse_int(value, 1, kMaxThreads);
+      if (!v) usage("--threads '" + std::string(value) + "' is not an integer in [1, " + std::to_string(kMaxThreads) + "]");
+      o.threads = {static_cast<int>(*v)};
+    } else if (name == "--reps") {
+      if (have_reps) usage("--reps given twice");
+      have_reps = true;
+      const auto v = parse_int(value, 1, kMaxReps);
+      if (!v) usage("--reps '" + std::string(value) + "' is not an integer in [1, " + std::to_string(kMaxReps) + "]");
+      o.reps = static_cast<int>(*v);
+    } else if (name == "--shape") {
+      add_shapes(value, &o.shapes);
+    } else {
+      add_dtypes(value, &o.dtypes);
+    }
+  }
+  if (o.shapes.empty()) o.shapes.assign(std::begin(kBuiltinShapes), std::end(kBuiltinShapes));
+  if (o.dtypes.empty()) o.dtypes = {cli::FloatFormat::kF32, cli::FloatFormat::kF16, cli::FloatFormat::kBF16};
+  return o;  // threads: filled by the caller from the online CPUs when empty
+}
+
+}  // namespace moegrad::bench

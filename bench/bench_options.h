@@ -1,0 +1,44 @@
+// The command line of `moegrad bench`: strict parsing (unknown flags, repeated
+// single-value flags, missing values and numbers with trailing junk are usage
+// errors) into the list of shapes, dtypes and thread counts to measure.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "float_formats.h"
+
+namespace moegrad::bench {
+
+struct ShapeSpec {
+  std::string name;  // "zmoe", or "batch,top_k,G,K,N" as given for a custom shape
+  int64_t batch = 0, top_k = 0, experts = 0, k = 0, n = 0;
+  int64_t m() const { return batch * top_k; }  // expanded rows; parse_options checks it fits int32
+};
+
+struct Options {
+  bool help = false;
+  bool json = false;
+  std::vector<ShapeSpec> shapes;             // default: the three issue-3 shapes
+  std::vector<cli::FloatFormat> dtypes;      // default: f32, f16, bf16
+  std::vector<int> threads;                  // default: 1 and the online CPUs (deduplicated)
+  int reps = 5;                              // timed repetitions after one warm-up
+};
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws UsageError with a one-line message (no "moegrad: error:" prefix).
+Options parse_options(std::span<char* const> args);
+
+// The built-in shapes of issue 3.
+std::span<const ShapeSpec> builtin_shapes();
+
+extern const char kBenchHelp[];
+
+}  // namespace moegrad::bench

@@ -1,0 +1,158 @@
+#include "bench_report.h"
+
+#include <cinttypes>
+#include <cmath>
+#include <string_view>
+
+namespace moegrad::bench {
+namespace {
+
+std::string bytes_text(uint64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (bytes >= (uint64_t{1} << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024.0 * 1024.0));
+  } else if (bytes >= (uint64_t{1} << 20)) {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", b / (1024.0 * 1024.0));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  }
+  return buf;
+}
+
+std::string fixed(std::optional<double> v, const char* fmt) {
+  if (!v || !std::isfinite(*v)) return "-";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, fmt, *v);
+  return buf;
+}
+
+std::optional<double> peak_for(const MachineInfo& machine, int threads) {
+  for (const Row& r : machine.fma_peak) {
+    if (r.threads == threads) return r.gflops;
+  }
+  return std::nullopt;
+}
+
+// The oneDNN row a fused / nonfused row is compared with: same dtype and threads.
+const Row* onednn_row(const ShapeReport& report, const Row& row) {
+  for (const Row& r : report.rows) {
+    if (r.path == "onednn-nonfused" && r.dtype == row.dtype && r.threads == row.threads && r.ms) return &r;
+  }
+  return nullptr;
+}
+
+// JSON: strings escaped, non-finite numbers and absent values as null.
+void json_string(std::FILE* out, std::string_view s) {
+  std::fputc('"', out);
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      std::fputc('\\', out);
+      std::fputc(c, out);
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      std::fprintf(out, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      std::fputc(c, out);
+    }
+  }
+  std::fputc('"', out);
+}
+
+void json_value(std::FILE* out, const std::string& v) { json_string(out, v); }
+void json_value(std::FILE* out, int64_t v) { std::fprintf(out, "%" PRId64, v); }
+void json_value(std::FILE* out, uint64_t v) { std::fprintf(out, "%" PRIu64, v); }
+void json_value(std::FILE* out, double v) {
+  if (std::isfinite(v)) {
+    std::fprintf(out, "%.9g", v);
+  } else {
+    std::fputs("null", out);
+  }
+}
+
+template <class T>
+void json_field(std::FILE* out, const char* key, const std::optional<T>& v, bool first = false) {
+  std::fprintf(out, "%s\"%s\": ", first ? "" : ", ", key);
+  if (v) {
+    json_value(out, *v);
+  } else {
+    std::fputs("null", out);
+  }
+}
+
+}  // namespace
+
+void print_header(std::FILE* out, const MachineInfo& machine) {
+  std::fprintf(out, "moegrad bench: fused grad-x vs the non-fused paths (SPEC 8)\n");
+  std::fprintf(out, "  cpu       %s; moegrad ISA %s; %s\n", machine.cpu.c_str(), machine.isa.c_str(),
+               machine.onednn.empty() ? "built without oneDNN" : machine.onednn.c_str());
+  std::fprintf(out, "  fma-peak  ");
+  for (size_t i = 0; i < machine.fma_peak.size(); ++i) {
+    const Row& r = machine.fma_peak[i];
+    std::fprintf(out, "%s%d thread%s: %s GFLOP/s", i ? ", " : "", r.threads, r.threads == 1 ? "" : "s",
+                 fixed(r.gflops, "%.1f").c_str());
+  }
+  std::fprintf(out, " (%s f32 FMA loop)\n", machine.fma_isa.c_str());
+  std::fprintf(out, "  timing    median (min, max) of the reps after 1 warm-up; fused: moegrad_grad_x only\n");
+  std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
+                    "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n");
+}
+
+void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine) {
+  const ShapeSpec& s = report.shape;
+  const double flops = 2.0 * static_cast<double>(s.m()) * static_cast<double>(s.n) * static_cast<double>(s.k);
+  const uint64_t intermediate = 4 * static_cast<uint64_t>(s.m()) * static_cast<uint64_t>(s.k);
+  std::fprintf(out, "\n%s: batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
+                    " (M %" PRId64 ", %.1f GFLOP, 4*M*K = %s; %d reps)\n",
+               s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, s.m(), flops * 1e-9,
+               bytes_text(intermediate).c_str(), report.reps);
+  std::fprintf(out, "%-5s %-9s %3s %-15s %10s %10s %10s %8s %6s %7s %11s %7s %10s  %s\n", "dtype", "mode", "thr",
+               "path", "ms", "min", "max", "GFLOP/s", "%peak", "/oneDNN", "workspace", "/4MK", "peak RSS", "check");
+  for (const Row& r : report.rows) {
+    std::optional<double> pct, vs_onednn, ws_ratio;
+    const std::optional<double> peak = peak_for(machine, r.threads);
+    if (r.gflops && peak && *peak > 0) pct = 100.0 * *r.gflops / *peak;
+    if (r.path != "onednn-nonfused" && r.ms) {
+      if (const Row* o = onednn_row(report, r)) vs_onednn = *r.ms / *o->ms;
+    }
+    if (r.workspace_bytes && intermediate > 0) {
+      ws_ratio = static_cast<double>(*r.workspace_bytes) / static_cast<double>(intermediate);
+    }
+    std::fprintf(out, "%-5s %-9s %3d %-15s %10s %10s %10s %8s %6s %7s %11s %7s %10s  %s\n",
+                 r.dtype.value_or("-").c_str(), r.mode.value_or("-").c_str(), r.threads, r.path.c_str(),
+                 fixed(r.ms, "%.3f").c_str(), fixed(r.ms_min, "%.3f").c_str(), fixed(r.ms_max, "%.3f").c_str(),
+                 fixed(r.gflops, "%.1f").c_str(), fixed(pct, "%.1f%%").c_str(), fixed(vs_onednn, "%.3fx").c_str(),
+                 r.workspace_bytes ? bytes_text(*r.workspace_bytes).c_str() : "-", fixed(ws_ratio, "%.4f").c_str(),
+                 r.peak_rss_bytes ? bytes_text(*r.peak_rss_bytes).c_str() : "-", r.check.c_str());
+  }
+  for (const std::string& note : report.notes) std::fprintf(out, "  note: %s\n", note.c_str());
+  std::fflush(out);
+}
+
+void print_json(std::FILE* out, const std::vector<Row>& rows) {
+  std::fputs("[", out);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    std::fputs(i == 0 ? "\n  {" : ",\n  {", out);
+    json_field(out, "shape", r.shape, /*first=*/true);
+    json_field(out, "batch", r.batch);
+    json_field(out, "top_k", r.top_k);
+    json_field(out, "experts", r.experts);
+    json_field(out, "k", r.k);
+    json_field(out, "n", r.n);
+    json_field(out, "dtype", r.dtype);
+    json_field(out, "mode", r.mode);
+    json_field(out, "threads", std::optional<int64_t>(r.threads));
+    json_field(out, "path", std::optional<std::string>(r.path));
+    json_field(out, "ms", r.ms);
+    json_field(out, "ms_min", r.ms_min);
+    json_field(out, "ms_max", r.ms_max);
+    json_field(out, "gflops", r.gflops);
+    json_field(out, "workspace_bytes", r.workspace_bytes);
+    json_field(out, "peak_rss_bytes", r.peak_rss_bytes);
+    std::fputs("}", out);
+  }
+  std::fputs(rows.empty() ? "]\n" : "\n]\n", out);
+  std::fflush(out);
+}
+
+}  // namespace moegrad::bench

@@ -1,0 +1,49 @@
+// The rows `moegrad bench` measures and their two renderings: an aligned
+// table per shape for people, and one JSON array for tools (issue 3 schema).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_options.h"
+
+namespace moegrad::bench {
+
+// One measurement; exactly the issue-3 JSON fields (nullopt prints null),
+// plus `check`, shown in the table only.
+struct Row {
+  std::optional<std::string> shape;
+  std::optional<int64_t> batch, top_k, experts, k, n;
+  std::optional<std::string> dtype;
+  std::optional<std::string> mode;  // "exact" | "fast-bf16"
+  int threads = 0;
+  std::string path;                 // "fused" | "nonfused" | "onednn-nonfused" | "fma-peak"
+  std::optional<double> ms, ms_min, ms_max, gflops;
+  std::optional<uint64_t> workspace_bytes, peak_rss_bytes;
+  std::string check;                // "ref", "bitwise", "rel 3e-08", "DIFFERS", ...
+};
+
+// The results of one shape, and the notes (skips, nulls, warnings) for its table.
+struct ShapeReport {
+  ShapeSpec shape;
+  std::vector<Row> rows;
+  std::vector<std::string> notes;
+  int reps = 0;  // timed repetitions per path
+};
+
+struct MachineInfo {
+  std::string cpu;     // /proc/cpuinfo "model name"
+  std::string isa;     // moegrad's path on this machine
+  std::string onednn;  // "oneDNN 2.6.3", or "" when not built with it
+  std::string fma_isa;  // the FMA loop's ISA ("avx512", "avx2", "none")
+  std::vector<Row> fma_peak;  // one per thread count
+};
+
+void print_header(std::FILE* out, const MachineInfo& machine);
+void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine);
+void print_json(std::FILE* out, const std::vector<Row>& rows);
+
+}  // namespace moegrad::bench

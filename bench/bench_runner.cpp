@@ -1,0 +1,368 @@
+#include "bench_runner.h"
+
+#include <moegrad/moegrad.h>
+#include <moegrad/moegrad.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "aligned_buffer.h"
+#include "bench_problem.h"
+#include "dl_tensor.h"
+#include "driver/nonfused_grad_x.h"
+#include "onednn_nonfused.h"
+#include "peak_rss.h"
+#include "random_data.h"
+#include "routing.h"
+#include "stats.h"
+
+namespace moegrad::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The inputs of `moegrad run` (same seed and streams), so both commands
+// measure the same data.
+constexpr uint64_t kSeed = 42;
+constexpr uint64_t kGradYStream = 1;
+constexpr uint64_t kWeightStream = 2;
+// oneDNN and the fast bf16 mode sum in another order: they must agree with
+// the fused grad_x to this fraction of its largest magnitude.
+constexpr double kRelTolerance = 1e-3;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// One warm-up (page faults, thread start-up, clocks), then `reps` timed runs.
+template <class Fn>  // double fn(): one run, its milliseconds
+Stats time_reps(int reps, Fn&& fn) {
+  fn();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) ms.push_back(fn());
+  return summarize(std::move(ms));
+}
+
+struct Measured {
+  Stats ms;
+  uint64_t workspace_bytes = 0;
+  std::optional<uint64_t> peak_rss;
+};
+
+// The two phases; only moegrad_grad_x is timed (an executor is single-use,
+// so each repetition plans again, untimed).
+Measured measure_fused(const moegrad_grad_x_args& args, const moegrad::Context& ctx, int reps) {
+  const PeakRss rss;
+  cli::AlignedBuffer ws;
+  Measured m;
+  m.ms = time_reps(reps, [&] {
+    moegrad::GradXExecutor ex(args, ctx);
+    m.workspace_bytes = ex.workspace_bytes();
+    if (ws.data() == nullptr || ws.size() < ex.workspace_bytes()) ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
+    const Clock::time_point t0 = Clock::now();
+    ex.run(ws.data(), ex.workspace_bytes(), ctx);
+    return ms_since(t0);
+  });
+  m.peak_rss = rss.peak();
+  return m;
+}
+
+// moegrad's non-fused path: the whole call (it plans and allocates its small
+// workspace itself) into a d_expanded_x allocated once.
+Measured measure_nonfused(const moegrad_grad_x_args& args, const moegrad::Context& ctx, int reps,
+                          uint64_t d_expanded_x_bytes) {
+  const PeakRss rss;
+  const cli::AlignedBuffer d_expanded_x(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+  Measured m;
+  m.ms = time_reps(reps, [&] {
+    const Clock::time_point t0 = Clock::now();
+    moegrad::check(moegrad::driver::nonfused_grad_x(args, ctx.get(), d_expanded_x.as<float>()));
+    return ms_since(t0);
+  });
+  m.peak_rss = rss.peak();
+  return m;
+}
+
+struct Diff {
+  bool identical = false;
+  double max_abs_diff = 0;  // +inf if a NaN shows up
+  double max_abs_ref = 0;
+};
+
+Diff compare(const float* out, const float* ref, size_t count) {
+  Diff d;
+  d.identical = std::memcmp(out, ref, count * sizeof(float)) == 0;
+  for (size_t i = 0; i < count; ++i) {
+    const double diff = std::fabs(static_cast<double>(out[i]) - static_cast<double>(ref[i]));
+    d.max_abs_diff = std::max(d.max_abs_diff, std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff);
+    d.max_abs_ref = std::max(d.max_abs_ref, std::fabs(static_cast<double>(ref[i])));
+  }
+  return d;
+}
+
+std::string format_g(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+void fill_nan(const cli::AlignedBuffer& b) {
+  std::fill_n(b.as<float>(), b.size() / sizeof(float), std::numeric_limits<float>::quiet_NaN());
+}
+
+void add_note(ShapeReport* report, const std::string& note) {
+  if (std::find(report->notes.begin(), report->notes.end(), note) == report->notes.end()) report->notes.push_back(note);
+}
+
+bool is_tty(int fd) { return ::isatty(fd) == 1; }
+
+}  // namespace
+
+Progress::Progress(int total) : tty_(is_tty(STDERR_FILENO)), total_(total) {}
+
+void Progress::show(const std::string& line) {
+  if (tty_) {
+    std::fprintf(stderr, "\r%s\x1b[K", line.c_str());
+    shown_ = true;
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  std::fflush(stderr);
+}
+
+void Progress::step(const std::string& what) {
+  ++done_;
+  status(what);
+}
+
+void Progress::status(const std::string& what) {
+  char counter[48];
+  std::snprintf(counter, sizeof counter, "[%d/%d] ", done_, total_);
+  show(counter + what + "...");
+}
+
+void Progress::warn(const std::string& message) {
+  clear();
+  std::fprintf(stderr, "moegrad: warning: %s\n", message.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::clear() {
+  if (tty_ && shown_) {
+    std::fputs("\r\x1b[K", stderr);
+    std::fflush(stderr);
+    shown_ = false;
+  }
+}
+
+std::optional<std::string> fast_bf16_unavailable_reason() {
+  moegrad::Context ctx;
+  if (ctx.isa() != MOEGRAD_ISA_AVX512) {
+    return std::string("fast-bf16 skipped: moegrad runs its ") + moegrad_isa_name(ctx.isa()) +
+           " path here, and the mode's hardware kernel needs avx512 with AVX512_BF16";
+  }
+  ctx.set_fast_bf16(true);
+  // Plan a 1x1x2 bf16 problem: planning picks the AVX512_BF16 kernel or fails.
+  uint16_t gy[2] = {0x3f80, 0x3f80}, w[2] = {0x3f80, 0x3f80};
+  int64_t idx[1] = {0}, gl[1] = {1};
+  float gx[1] = {0};
+  int64_t gy_shape[2] = {1, 2}, w_shape[3] = {1, 1, 2}, idx_shape[1] = {1}, gl_shape[1] = {1}, gx_shape[2] = {1, 1};
+  const DLTensor gy_t = cli::make_dl_tensor(gy, {kDLBfloat, 16, 1}, gy_shape, 2);
+  const DLTensor w_t = cli::make_dl_tensor(w, {kDLBfloat, 16, 1}, w_shape, 3);
+  const DLTensor idx_t = cli::make_dl_tensor(idx, {kDLInt, 64, 1}, idx_shape, 1);
+  const DLTensor gl_t = cli::make_dl_tensor(gl, {kDLInt, 64, 1}, gl_shape, 1);
+  const DLTensor gx_t = cli::make_dl_tensor(gx, {kDLFloat, 32, 1}, gx_shape, 2);
+  const moegrad_grad_x_args args{&gy_t, &w_t, &idx_t, &gl_t, &gx_t, 1, 1, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL,
+                                 MOEGRAD_GROUP_LIST_COUNT};
+  size_t ws = 0;
+  moegrad_executor* ex = nullptr;
+  const moegrad_status s = moegrad_grad_x_get_workspace_size(&args, ctx.get(), &ws, &ex);
+  moegrad_executor_destroy(ex);
+  if (s == MOEGRAD_STATUS_ISA_UNAVAILABLE) return std::string("fast-bf16 skipped: this CPU lacks AVX512_BF16");
+  moegrad::check(s);
+  return std::nullopt;
+}
+
+int shape_steps(const RunConfig& config) {
+  int per_thread = 0;
+  for (const cli::FloatFormat f : config.dtypes) {
+    per_thread += 3 + (f == cli::FloatFormat::kBF16 && config.fast_bf16 ? 1 : 0);
+  }
+  return per_thread * static_cast<int>(config.threads.size());
+}
+
+ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress) {
+  const int reps = config.reps;
+  ShapeReport report{shape, {}, {}, reps};
+  const auto M = static_cast<uint64_t>(shape.m()), N = static_cast<uint64_t>(shape.n),
+             K = static_cast<uint64_t>(shape.k), G = static_cast<uint64_t>(shape.experts),
+             B = static_cast<uint64_t>(shape.batch);
+  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
+  const uint64_t grad_x_floats = B * K;
+  const uint64_t d_expanded_x_bytes = 4 * M * K;
+
+  progress.status(shape.name + ": routing");
+  const cli::Routing routing = cli::make_routing(shape.batch, shape.top_k, shape.experts, kSeed);
+
+  for (const cli::FloatFormat format : config.dtypes) {
+    const std::string dtype = cli::format_name(format);
+    const std::string label = shape.name + " " + dtype;
+    // Inputs per dtype, freed before the next one (zmoe's f32 weight is 3.5 GB).
+    progress.status(label + ": generating inputs");
+    const uint64_t esize = static_cast<uint64_t>(cli::format_bytes(format));
+    const cli::AlignedBuffer grad_y(M * N * esize, "grad_y");
+    const cli::AlignedBuffer weight(G * K * N * esize, "weight");
+    cli::fill_uniform(grad_y.data(), format, M * N, kSeed, kGradYStream);
+    cli::fill_uniform(weight.data(), format, G * K * N, kSeed, kWeightStream);
+    // The fused exact grad_x is the reference; `out` takes every other path;
+    // `first_ref` keeps the fused grad_x of the first thread count. All are
+    // allocated and touched now, so no path's peak RSS counts them differently.
+    const cli::AlignedBuffer ref(grad_x_floats * 4, "grad_x (fused)");
+    const cli::AlignedBuffer out(grad_x_floats * 4, "grad_x (other paths)");
+    const bool cross_threads = config.threads.size() > 1;
+    const cli::AlignedBuffer first_ref(cross_threads ? grad_x_floats * 4 : 0, "grad_x (first thread count)");
+    fill_nan(ref);
+    fill_nan(out);
+    fill_nan(first_ref);
+
+    int64_t gy_shape[2] = {shape.m(), shape.n};
+    int64_t w_shape[3] = {shape.experts, shape.k, shape.n};
+    int64_t idx_shape[1] = {shape.m()};
+    int64_t gl_shape[1] = {shape.experts};
+    int64_t gx_shape[2] = {shape.batch, shape.k};
+    const DLDataType dl = cli::format_dl_dtype(format);
+    const DLTensor gy_t = cli::make_dl_tensor(grad_y.data(), dl, gy_shape, 2);
+    const DLTensor w_t = cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
+    const DLTensor idx_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.expanded_row_idx.data()), {kDLInt, 64, 1},
+                                               idx_shape, 1);
+    const DLTensor gl_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()), {kDLInt, 64, 1},
+                                              gl_shape, 1);
+    const DLTensor ref_t = cli::make_dl_tensor(ref.data(), {kDLFloat, 32, 1}, gx_shape, 2);
+    const DLTensor out_t = cli::make_dl_tensor(out.data(), {kDLFloat, 32, 1}, gx_shape, 2);
+    const moegrad_grad_x_args ref_args{&gy_t, &w_t, &idx_t, &gl_t, &ref_t, shape.batch, shape.top_k,
+                                       MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
+    moegrad_grad_x_args out_args = ref_args;
+    out_args.grad_x = &out_t;
+    const BenchProblem problem{format, grad_y.data(), weight.data(), routing.expanded_row_idx.data(),
+                               routing.group_list.data(), shape.batch, shape.top_k, shape.experts,
+                               shape.k, shape.n, shape.m()};
+
+    for (const int threads : config.threads) {
+      const std::string tag = label + " t=" + std::to_string(threads);
+      Row base;
+      base.shape = shape.name;
+      base.batch = shape.batch;
+      base.top_k = shape.top_k;
+      base.experts = shape.experts;
+      base.k = shape.k;
+      base.n = shape.n;
+      base.dtype = dtype;
+      base.mode = "exact";
+      base.threads = threads;
+      auto timed_row = [&](const std::string& path, const Stats& ms, uint64_t workspace,
+                           std::optional<uint64_t> peak_rss) {
+        Row r = base;
+        r.path = path;
+        r.ms = ms.median;
+        r.ms_min = ms.min;
+        r.ms_max = ms.max;
+        r.gflops = flops / (ms.median * 1e6);
+        r.workspace_bytes = workspace;
+        r.peak_rss_bytes = peak_rss;
+        return r;
+      };
+      // Agreement with the fused grad_x for a path that sums in another order.
+      auto tolerance_check = [&](const std::string& what) {
+        const Diff d = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
+        const double rel = d.max_abs_ref > 0 ? d.max_abs_diff / d.max_abs_ref : (d.max_abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+        if (d.max_abs_diff <= kRelTolerance * d.max_abs_ref) return format_g("rel %.1e", rel);
+        progress.warn(tag + " " + what + ": grad_x differs from the fused one: max |diff| = " +
+                      format_g("%.3g", d.max_abs_diff) + " > " + format_g("%.0e", kRelTolerance) +
+                      " * max |grad_x| = " + format_g("%.3g", kRelTolerance * d.max_abs_ref));
+        return format_g("FAIL rel %.1e", rel);
+      };
+
+      moegrad::Context ctx;
+      ctx.set_num_threads(threads);
+
+      // fused, exact: the reference for the other paths.
+      progress.step(tag + " fused");
+      const Measured fused = measure_fused(ref_args, ctx, reps);
+      Row fused_row = timed_row("fused", fused.ms, fused.workspace_bytes, fused.peak_rss);
+      fused_row.check = "ref";
+      if (cross_threads && threads == config.threads.front()) {
+        std::memcpy(first_ref.data(), ref.data(), grad_x_floats * 4);
+      } else if (cross_threads && std::memcmp(first_ref.data(), ref.data(), grad_x_floats * 4) != 0) {
+        fused_row.check = "ref, DIFFERS across threads";
+        progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
+                      std::to_string(config.threads.front()) + " threads (SPEC §5)");
+      }
+      report.rows.push_back(fused_row);
+
+      // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
+      if (format == cli::FloatFormat::kBF16 && config.fast_bf16) {
+        progress.step(tag + " fused fast-bf16");
+        moegrad::Context fast;
+        fast.set_num_threads(threads);
+        fast.set_fast_bf16(true);
+        fill_nan(out);
+        try {
+          const Measured m = measure_fused(out_args, fast, reps);
+          Row r = timed_row("fused", m.ms, m.workspace_bytes, m.peak_rss);
+          r.mode = "fast-bf16";
+          r.check = tolerance_check("fused fast-bf16");
+          report.rows.push_back(r);
+        } catch (const moegrad::Error& e) {
+          if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
+          add_note(&report, std::string("fast-bf16 skipped: ") + e.what());
+        }
+      }
+
+      // non-fused with moegrad's kernels: the same bits as the fused path.
+      progress.step(tag + " nonfused");
+      fill_nan(out);
+      const Measured nf = measure_nonfused(out_args, ctx, reps, d_expanded_x_bytes);
+      Row nf_row = timed_row("nonfused", nf.ms, d_expanded_x_bytes + fused.workspace_bytes, nf.peak_rss);
+      const Diff nf_diff = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
+      nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
+      if (!nf_diff.identical) {
+        progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
+                      format_g("%.3g", nf_diff.max_abs_diff) + ")");
+      }
+      report.rows.push_back(nf_row);
+
+      // non-fused with oneDNN.
+      progress.step(tag + " onednn-nonfused");
+      fill_nan(out);
+      {
+        const PeakRss rss;
+        OnednnNonfused onednn;
+        std::string why;
+        if (onednn.prepare(problem, threads, &why)) {
+          const Stats ms = time_reps(reps, [&] {
+            const Clock::time_point t0 = Clock::now();
+            onednn.run(out.as<float>());
+            return ms_since(t0);
+          });
+          Row r = timed_row("onednn-nonfused", ms, onednn.workspace_bytes(), rss.peak());
+          r.check = tolerance_check("onednn-nonfused");
+          report.rows.push_back(r);
+          add_note(&report, "onednn-nonfused " + dtype + ": " + OnednnNonfused::version() + ", implementation " +
+                                onednn.implementation());
+        } else {
+          Row r = base;
+          r.path = "onednn-nonfused";
+          r.check = "n/a";
+          report.rows.push_back(r);
+          add_note(&report, "onednn-nonfused " + dtype + ": null: " + why);
+        }
+      }
+    }
+  }
+  return report;
+}
+
+}  // namespace moegrad::bench

@@ -1,0 +1,51 @@
+// The measurements of `moegrad bench`: inputs per shape and dtype, then for
+// each thread count the fused operator (exact, and fast-bf16 where the CPU
+// has it), the non-fused path with moegrad's kernels and with oneDNN, each
+// timed (one warm-up, then the median of the repetitions), sized (workspace,
+// peak RSS) and cross-checked against the fused grad_x.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_options.h"
+#include "bench_report.h"
+
+namespace moegrad::bench {
+
+// One progress line on stderr: rewritten in place on a terminal, plain lines
+// otherwise (logs, pipes).
+class Progress {
+ public:
+  explicit Progress(int total);
+  void step(const std::string& what);  // "[3/18] zmoe f32 t=1 onednn-nonfused..."
+  void status(const std::string& what);  // a line that does not count as a step
+  void warn(const std::string& message);  // "moegrad: warning: ..." on its own line
+  void clear();  // erase the progress line (before the tables go to stdout)
+
+ private:
+  void show(const std::string& line);
+  bool tty_;
+  bool shown_ = false;
+  int done_ = 0;
+  int total_;
+};
+
+struct RunConfig {
+  std::vector<cli::FloatFormat> dtypes;
+  std::vector<int> threads;
+  int reps = 5;
+  bool fast_bf16 = false;  // the CPU runs moegrad's AVX512_BF16 fast mode
+};
+
+// nullopt if moegrad's fast bf16 mode runs its hardware kernel here,
+// otherwise why not (it is then skipped, with a note).
+std::optional<std::string> fast_bf16_unavailable_reason();
+
+// Steps run_shape reports to Progress for one shape.
+int shape_steps(const RunConfig& config);
+
+ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress);
+
+}  // namespace moegrad::bench

@@ -1,0 +1,84 @@
+#include "fma_peak.h"
+
+#include <moegrad/moegrad.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "stats.h"
+
+namespace moegrad::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using LoopFn = uint64_t (*)(uint64_t, float, float, float*);
+
+// The operands come through a volatile so the compiler cannot fold the loop.
+// acc = acc*a + b converges to b / (1 - a) = 1000: no overflow, no denormals.
+volatile float g_a = 0.999999f;
+volatile float g_b = 0.001f;
+volatile float g_sink = 0.0f;
+
+// Runs `fn` on `threads` threads released together; returns
+// {total flops, wall seconds from the release to the last finish}.
+std::pair<double, double> run_on_threads(LoopFn fn, int threads, uint64_t iterations) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<uint64_t> flops(static_cast<size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(threads));
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      const float a = g_a, b = g_b;
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      float sink = 0.0f;
+      flops[static_cast<size_t>(t)] = fn(iterations, a, b, &sink);
+      g_sink = sink;
+    });
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  const Clock::time_point t0 = Clock::now();
+  go.store(true, std::memory_order_release);
+  for (std::thread& th : pool) th.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  double total = 0;
+  for (const uint64_t f : flops) total += static_cast<double>(f);
+  return {total, seconds};
+}
+
+}  // namespace
+
+FmaPeak measure_fma_peak(int threads, int reps) {
+  FmaPeak r;
+  LoopFn fn = nullptr;
+  if (moegrad_isa_available(MOEGRAD_ISA_AVX512)) {
+    fn = fma_loop_avx512;
+    r.isa = "avx512";
+  } else if (moegrad_isa_available(MOEGRAD_ISA_AVX2)) {
+    fn = fma_loop_avx2;
+    r.isa = "avx2";
+  } else {
+    return r;
+  }
+  // Warm-up (clocks ramp up) that also sizes the loop to ~100 ms.
+  constexpr uint64_t kProbe = 1u << 21;
+  constexpr double kTargetSeconds = 0.1;
+  const auto [probe_flops, probe_s] = run_on_threads(fn, threads, kProbe);
+  (void)probe_flops;
+  const double scale = kTargetSeconds / std::max(probe_s, 1e-6);
+  const uint64_t iterations = std::clamp<uint64_t>(static_cast<uint64_t>(static_cast<double>(kProbe) * scale),
+                                                   kProbe / 16, kProbe * 1024);
+  std::vector<double> gflops;
+  for (int i = 0; i < std::max(reps, 1); ++i) {
+    const auto [f, s] = run_on_threads(fn, threads, iterations);
+    gflops.push_back(f / s * 1e-9);
+  }
+  r.gflops = summarize(gflops).median;
+  return r;
+}
+
+}  // namespace moegrad::bench

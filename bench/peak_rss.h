@@ -1,0 +1,24 @@
+// Peak resident memory of one stretch of the run (Linux): reset the process's
+// high-water mark by writing "5" to /proc/self/clear_refs (Linux >= 4.0), run,
+// then read VmHWM from /proc/self/status. The mark is of the whole process, so
+// it includes the inputs every path shares; the differences between paths are
+// what each one adds (workspace, d_expanded_x, library scratch).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+namespace moegrad::bench {
+
+class PeakRss {
+ public:
+  // Resets the high-water mark to the current RSS; remembers whether it could.
+  PeakRss();
+  // VmHWM in bytes since construction; nullopt if the reset or the read failed.
+  std::optional<uint64_t> peak() const;
+
+ private:
+  bool reset_ok_;
+};
+
+}  // namespace moegrad::bench

@@ -1,0 +1,338 @@
+// `moegrad bench` end to end on a tiny shape: the --json output is one JSON
+// array whose objects carry exactly the issue-3 keys and the expected paths;
+// bad arguments exit 2 with one "moegrad: error:" line. Timings are never
+// asserted.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "bench_command.h"
+
+namespace {
+
+// ---- a minimal strict JSON reader (objects, arrays, strings, numbers, null, bools)
+struct Json;
+using JsonObject = std::map<std::string, Json>;
+using JsonArray = std::vector<Json>;
+struct Json {
+  std::variant<std::nullptr_t, bool, double, std::string, std::shared_ptr<JsonArray>, std::shared_ptr<JsonObject>> v;
+  bool is_null() const { return std::holds_alternative<std::nullptr_t>(v); }
+  bool is_number() const { return std::holds_alternative<double>(v); }
+  bool is_string() const { return std::holds_alternative<std::string>(v); }
+  double number() const { return std::get<double>(v); }
+  const std::string& string() const { return std::get<std::string>(v); }
+  const JsonArray* array() const {
+    auto* p = std::get_if<std::shared_ptr<JsonArray>>(&v);
+    return p ? p->get() : nullptr;
+  }
+  const JsonObject* object() const {
+    auto* p = std::get_if<std::shared_ptr<JsonObject>>(&v);
+    return p ? p->get() : nullptr;
+  }
+};
+
+class JsonParser {
+ public:
+  explicit JsonParser(const std::string& text) : s_(text) {}
+  // The whole text must be one value (surrounding whitespace allowed).
+  bool parse(Json* out) {
+    if (!value(out)) return false;
+    ws();
+    return i_ == s_.size();
+  }
+
+ private:
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  bool literal(const char* word) {
+    const std::string w(word);
+    if (s_.compare(i_, w.size(), w) != 0) return false;
+    i_ += w.size();
+    return true;
+  }
+  bool string(std::string* out) {
+    if (s_[i_] != '"') return false;
+    for (++i_; i_ < s_.size(); ++i_) {
+      const char c = s_[i_];
+      if (c == '"') {
+        ++i_;
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) return false;
+      if (c == '\\') {
+        if (++i_ >= s_.size()) return false;
+        const char e = s_[i_];
+        if (e == 'u') {
+          if (i_ + 4 >= s_.size()) return false;
+          out->push_back('?');
+          i_ += 4;
+        } else if (std::string("\"\\/bfnrt").find(e) != std::string::npos) {
+          out->push_back(e);
+        } else {
+          return false;
+        }
+      } else {
+        out->push_back(c);
+      }
+    }
+    return false;
+  }
+  // After an opening bracket: items separated by commas up to `close`
+  // (possibly none). item() parses one and returns false on error.
+  template <class Item>
+  bool sequence(char close, Item item) {
+    ++i_;
+    ws();
+    if (i_ < s_.size() && s_[i_] == close) {
+      ++i_;
+      return true;
+    }
+    for (;;) {
+      if (!item()) return false;
+      ws();
+      if (i_ >= s_.size()) return false;
+      const char sep = s_[i_++];
+      if (sep == close) return true;
+      if (sep != ',') return false;
+    }
+  }
+  bool value(Json* out) {
+    ws();
+    if (i_ >= s_.size()) return false;
+    const char c = s_[i_];
+    if (c == 'n') return literal("null") && (out->v = nullptr, true);
+    if (c == 't') return literal("true") && (out->v = true, true);
+    if (c == 'f') return literal("false") && (out->v = false, true);
+    if (c == '"') {
+      std::string str;
+      if (!string(&str)) return false;
+      out->v = std::move(str);
+      return true;
+    }
+    if (c == '[') {
+      auto arr = std::make_shared<JsonArray>();
+      out->v = arr;
+      return sequence(']', [&] {
+        Json item;
+        if (!value(&item)) return false;
+        arr->push_back(std::move(item));
+        return true;
+      });
+    }
+    if (c == '{') {
+      auto obj = std::make_shared<JsonObject>();
+      out->v = obj;
+      return sequence('}', [&] {
+        ws();
+        std::string key;
+        if (i_ >= s_.size() || !string(&key)) return false;
+        ws();
+        if (i_ >= s_.size() || s_[i_++] != ':') return false;
+        Json item;
+        if (!value(&item)) return false;
+        return obj->emplace(key, std::move(item)).second;  // no duplicate keys
+      });
+    }
+    // number: -?digits[.digits][e[+-]digits]
+    const size_t start = i_;
+    if (s_[i_] == '-') ++i_;
+    auto digits = [&] {
+      const size_t d = i_;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') ++i_;
+      return i_ > d;
+    };
+    if (!digits()) return false;
+    if (i_ < s_.size() && s_[i_] == '.' && (++i_, !digits())) return false;
+    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+      ++i_;
+      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
+      if (!digits()) return false;
+    }
+    out->v = std::stod(s_.substr(start, i_ - start));
+    return true;
+  }
+
+  const std::string& s_;
+  size_t i_ = 0;
+};
+
+// ---- running the command with stdout and stderr captured
+struct Captured {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string read_all(std::FILE* f) {
+  std::rewind(f);
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  return text;
+}
+
+Captured run_bench(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::FILE* out = std::tmpfile();
+  std::FILE* err = std::tmpfile();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const int saved_out = ::dup(STDOUT_FILENO), saved_err = ::dup(STDERR_FILENO);
+  ::dup2(::fileno(out), STDOUT_FILENO);
+  ::dup2(::fileno(err), STDERR_FILENO);
+  Captured c;
+  c.status = moegrad::bench::run_bench_command(static_cast<int>(args.size()), argv.data());
+  std::fflush(stdout);
+  std::fflush(stderr);
+  ::dup2(saved_out, STDOUT_FILENO);
+  ::dup2(saved_err, STDERR_FILENO);
+  ::close(saved_out);
+  ::close(saved_err);
+  c.out = read_all(out);
+  c.err = read_all(err);
+  std::fclose(out);
+  std::fclose(err);
+  return c;
+}
+
+const std::set<std::string> kKeys = {"shape", "batch", "top_k", "experts", "k", "n", "dtype", "mode",
+                                     "threads", "path", "ms", "ms_min", "ms_max", "gflops",
+                                     "workspace_bytes", "peak_rss_bytes"};
+
+std::vector<const JsonObject*> parse_rows(const std::string& text) {
+  Json doc;
+  EXPECT_TRUE(JsonParser(text).parse(&doc)) << "not one JSON value:\n" << text;
+  std::vector<const JsonObject*> rows;
+  const JsonArray* arr = doc.array();
+  EXPECT_NE(arr, nullptr) << "not a JSON array:\n" << text;
+  if (arr == nullptr) return rows;
+  static std::vector<Json> keep;  // the rows point into it
+  keep.push_back(doc);
+  for (const Json& item : *arr) {
+    const JsonObject* obj = item.object();
+    EXPECT_NE(obj, nullptr);
+    if (obj == nullptr) continue;
+    std::set<std::string> keys;
+    for (const auto& [k, v] : *obj) keys.insert(k);
+    EXPECT_EQ(keys, kKeys);
+    rows.push_back(obj);
+  }
+  return rows;
+}
+
+TEST(BenchCommand, JsonRowsHaveTheIssueSchema) {
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  const std::vector<const JsonObject*> rows = parse_rows(c.out);
+  std::multiset<std::string> paths;
+  for (const JsonObject* r : rows) {
+    const std::string path = r->at("path").string();
+    paths.insert(path);
+    EXPECT_EQ(r->at("threads").number(), 1);
+    if (path == "fma-peak") {
+      for (const std::string& k : kKeys) {
+        if (k != "threads" && k != "gflops" && k != "path") {
+          EXPECT_TRUE(r->at(k).is_null()) << k;
+        }
+      }
+      EXPECT_TRUE(r->at("gflops").is_number() || r->at("gflops").is_null());
+      continue;
+    }
+    EXPECT_EQ(r->at("shape").string(), "64,2,4,64,32");
+    EXPECT_EQ(r->at("batch").number(), 64);
+    EXPECT_EQ(r->at("top_k").number(), 2);
+    EXPECT_EQ(r->at("experts").number(), 4);
+    EXPECT_EQ(r->at("k").number(), 64);
+    EXPECT_EQ(r->at("n").number(), 32);
+    EXPECT_EQ(r->at("dtype").string(), "f32");
+    EXPECT_EQ(r->at("mode").string(), "exact");
+    if (path == "onednn-nonfused" && r->at("ms").is_null()) continue;  // built without oneDNN
+    for (const char* k : {"ms", "ms_min", "ms_max", "gflops", "workspace_bytes"}) {
+      ASSERT_TRUE(r->at(k).is_number()) << path << " " << k;
+    }
+    EXPECT_LE(r->at("ms_min").number(), r->at("ms").number());
+    EXPECT_LE(r->at("ms").number(), r->at("ms_max").number());
+    EXPECT_TRUE(r->at("peak_rss_bytes").is_number() || r->at("peak_rss_bytes").is_null());
+    if (path == "nonfused") {
+      EXPECT_GE(r->at("workspace_bytes").number(), 4.0 * 128 * 64);  // 4*M*K
+    }
+  }
+  EXPECT_EQ(paths, (std::multiset<std::string>{"fma-peak", "fused", "nonfused", "onednn-nonfused"}));
+  EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;  // every cross-check passed
+}
+
+TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
+  const Captured c = run_bench({"--shape=64,2,4,64,32", "--dtype=bf16,f16", "--threads=1", "--reps=1", "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::set<std::string> seen;
+  for (const JsonObject* r : parse_rows(c.out)) {
+    if (r->at("path").string() == "fma-peak") continue;
+    seen.insert(r->at("dtype").string() + " " + r->at("mode").string() + " " + r->at("path").string());
+  }
+  for (const char* want : {"bf16 exact fused", "bf16 exact nonfused", "bf16 exact onednn-nonfused",
+                           "f16 exact fused", "f16 exact nonfused", "f16 exact onednn-nonfused"}) {
+    EXPECT_TRUE(seen.count(want)) << want;
+  }
+  for (const std::string& s : seen) {
+    EXPECT_TRUE(s.find("fast-bf16") == std::string::npos || s == "bf16 fast-bf16 fused") << s;
+  }
+  EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
+}
+
+TEST(BenchCommand, HumanTablePerShape) {
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("fma-peak"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("64,2,4,64,32: batch 64"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("bitwise"), std::string::npos) << c.out;  // nonfused == fused
+}
+
+TEST(BenchCommand, HelpExitsZero) {
+  const Captured c = run_bench({"--bogus", "--help"});
+  EXPECT_EQ(c.status, 0);
+  EXPECT_NE(c.out.find("Usage: moegrad bench"), std::string::npos);
+}
+
+TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
+  const std::vector<std::vector<std::string>> cases = {
+      {"--bogus"},
+      {"extra"},
+      {"--threads", "0"},
+      {"--threads", "2x"},
+      {"--threads", "1", "--threads", "2"},
+      {"--threads"},
+      {"--threads", "--json"},
+      {"--reps", "0"},
+      {"--json", "--json"},
+      {"--json=1"},
+      {"--shape", "nope"},
+      {"--shape", "zmoe,nope"},
+      {"--shape", "1,2,3"},
+      {"--shape", "64,5,4,64,32"},  // top_k > G
+      {"--shape", "64,2,4,0,32"},
+      {"--shape", "2000000000,2,4,64,32"},  // M overflows int32
+      {"--dtype", "f64"},
+      {"--dtype="},
+  };
+  for (const auto& args : cases) {
+    const Captured c = run_bench(args);
+    std::string joined;
+    for (const std::string& a : args) joined += a + " ";
+    EXPECT_EQ(c.status, 2) << joined;
+    EXPECT_TRUE(c.out.empty()) << joined;
+    EXPECT_EQ(c.err.rfind("moegrad: error: ", 0), 0u) << joined << ": " << c.err;
+    EXPECT_EQ(c.err.find('\n'), c.err.size() - 1) << joined << ": " << c.err;
+  }
+}
+
+}  // namespace

@@ -46,7 +46,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // packing of grad_y dominates and splitting tokens is cheaper) nor wider
   // than 512 (the packed weight panel, 512 x kc, must stay in L2).
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
-  const int64_t want_items = 4 * static_cast<int64_t>(plan.workers);
+  // One worker needs no split at all: every extra item repacks panels.
+  const int64_t want_items = plan.workers == 1 ? 1 : 4 * static_cast<int64_t>(plan.workers);
   plan.kc = std::min<size_t>(N, 256);
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
   plan.nc = std::clamp(round_up(per_item, k.nr), std::min(round_up(K, k.nr), round_up(256, k.nr)),

@@ -1,5 +1,5 @@
 // The command surface: help on every command, --version, dispatch errors,
-// the bench placeholder, and `moegrad run` on a tiny shape.
+// `moegrad bench` dispatch, and `moegrad run` on a tiny shape.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -48,7 +48,7 @@ TEST_F(CliTest, Version) {
 TEST_F(CliTest, DispatchErrors) {
   expect_error({}, 2, "no command given");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
-  expect_error({"bench"}, 2, "bench is not built yet");
+  expect_error({"bench", "--shape", "nope"}, 2, "unknown --shape 'nope'");
 }
 
 TEST_F(CliTest, RunUsageErrors) {
@@ -85,6 +85,20 @@ TEST_F(CliTest, RunHumanReport) {
   for (const char* needle :
        {"batch=37 top_k=3 experts=5 K=24 N=40 M=111", "GFLOP/s", "workspace", "4*M*K", "vs float64",
         "bitwise identical across thread counts (2 vs 1): yes"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " missing in\n" << r.out;
+  }
+}
+
+// The bench command end to end on a tiny shape: one JSON array with the
+// fused, non-fused and FMA-peak rows (timings are never asserted).
+TEST_F(CliTest, BenchJsonOnTinyShape) {
+  const RunResult r = run_moegrad({"bench", "--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1",
+                                   "--reps", "1", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.front(), '[') << r.out;
+  for (const char* needle : {"\"path\": \"fused\"", "\"path\": \"nonfused\"", "\"path\": \"fma-peak\"",
+                             "\"shape\": \"64,2,4,64,32\"", "\"workspace_bytes\""}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " missing in\n" << r.out;
   }
 }

@@ -39,24 +39,29 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
       return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element count overflows int64", name);
   }
   const int64_t elem_bytes = (t->dtype.bits + 7) / 8;
+  // byte_offset is unsigned in DLPack; a "negative" one (2^64 - x) would
+  // wrap the address around, so it must fit in int64 like every offset.
+  if (t->byte_offset > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: byte_offset=%" PRIu64 " exceeds 2^63-1", name, t->byte_offset);
   if (!empty) {
-    // Largest |offset| of any element, in bytes, must fit in int64.
-    int64_t extent = 0;
+    // The elements span [data + byte_offset + lo, data + byte_offset + hi]
+    // bytes (lo <= 0 from negative strides): every bound must fit in int64
+    // and the span must not wrap around the address space.
+    int64_t lo = 0, hi = 0;
     for (int d = 0; d < rank; ++d) {
-      int64_t s = out->stride[d];
-      if (s == std::numeric_limits<int64_t>::min())
-        return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: stride[%d] overflows", name, d);
-      s = s < 0 ? -s : s;
       int64_t span = 0;
-      if (__builtin_mul_overflow(s, out->shape[d] - 1, &span) ||
-          __builtin_add_overflow(extent, span, &extent))
+      if (__builtin_mul_overflow(out->stride[d], out->shape[d] - 1, &span) ||
+          __builtin_mul_overflow(span, elem_bytes, &span) ||
+          __builtin_add_overflow(span < 0 ? lo : hi, span, span < 0 ? &lo : &hi))
         return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element offsets overflow int64", name);
     }
-    int64_t bytes = 0;
-    if (__builtin_mul_overflow(extent, elem_bytes, &bytes) ||
-        __builtin_add_overflow(bytes, static_cast<int64_t>(t->byte_offset), &bytes))
-      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: byte offsets overflow int64", name);
     if (t->data == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: data is NULL", name);
+    const auto base = reinterpret_cast<uintptr_t>(t->data);
+    uintptr_t first = 0, last = 0;
+    if (__builtin_add_overflow(base, static_cast<uintptr_t>(t->byte_offset), &first) ||
+        first < static_cast<uintptr_t>(-(lo + 1)) + 1u || __builtin_add_overflow(first, static_cast<uintptr_t>(hi), &last) ||
+        __builtin_add_overflow(last, static_cast<uintptr_t>(elem_bytes), &last))
+      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: data + byte_offset + element offsets wrap the address space", name);
   }
   out->data = static_cast<const std::byte*>(t->data) + t->byte_offset;
   if (elem_bytes > 0 && reinterpret_cast<uintptr_t>(out->data) % static_cast<uintptr_t>(elem_bytes) != 0)

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 ensure_packages "${MOEGRAD_BUILD_PACKAGES[@]}" "${MOEGRAD_TEST_PACKAGES[@]}"
 
 jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOEGRAD_BUILD_TESTS=ON >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOEGRAD_BUILD_TESTS=ON -DMOEGRAD_BUILD_BENCH=ON \
+  -DMOEGRAD_BUILD_PYTHON=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 ctest --test-dir build --output-on-failure -j"$jobs"

@@ -34,6 +34,16 @@ inline void load_rows(const void* src, const int64_t* row_offsets, size_t count,
 template <DType T>
 void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
             size_t kc, float* a_packed) {
+  if (row_stride == 1 && mr > 0 && rows[mr - 1] - rows[0] == static_cast<int32_t>(mr) - 1) {
+    // Consecutive rows of a matrix contiguous along them (the weight grad's
+    // x seen as [K, M]): each p is one contiguous run of mr elements.
+    const __m256i row_mask = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);  // kMR = 6 lanes
+    for (size_t p = 0; p < kc; ++p) {
+      const int64_t at = static_cast<int64_t>(rows[0]) + static_cast<int64_t>(n0 + p) * col_stride;
+      _mm256_maskstore_ps(a_packed + p * kMR, row_mask, load_partial_widened<T>(src, at, mr));
+    }
+    return;
+  }
   if (col_stride != 1) return pack_a_strided<T>(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
   int64_t offsets[8];
   for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;

@@ -37,6 +37,16 @@ inline void load_rows(const void* src, const int64_t* row_offsets, size_t count,
 template <DType T>
 void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
             size_t kc, float* a_packed) {
+  if (row_stride == 1 && mr > 0 && rows[mr - 1] - rows[0] == static_cast<int32_t>(mr) - 1) {
+    // Consecutive rows of a matrix contiguous along them (the weight grad's
+    // x seen as [K, M]): each p is one contiguous run of mr elements.
+    for (size_t p = 0; p < kc; ++p) {
+      const int64_t at = static_cast<int64_t>(rows[0]) + static_cast<int64_t>(n0 + p) * col_stride;
+      const __m512 v = load_partial_widened<T>(src, at, mr);  // mr <= kMR < 16
+      _mm512_mask_storeu_ps(a_packed + p * kMR, static_cast<__mmask16>((1u << kMR) - 1u), v);
+    }
+    return;
+  }
   if (col_stride != 1) return pack_a_strided<T>(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
   int64_t offsets[16];
   for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;

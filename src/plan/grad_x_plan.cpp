@@ -55,7 +55,12 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
 
   // Too few column blocks for the workers: split the tokens into chunks.
+  // Also split when one column block of grad_x is large: slots add rows all
+  // over it in token order, so it should stay in the last-level cache
+  // (8 MiB per chunk is a safe share of it).
   plan.chunks = plan.col_blocks >= want_items ? 1 : (want_items + plan.col_blocks - 1) / plan.col_blocks;
+  const int64_t block_bytes = p.batch * static_cast<int64_t>(plan.nc * sizeof(float));
+  plan.chunks = std::max<int64_t>(plan.chunks, (block_bytes + (8 << 20) - 1) / (8 << 20));
   plan.chunks = std::min<int64_t>(plan.chunks, p.batch);
   plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
   plan.chunks = (p.batch + plan.tokens_per_chunk - 1) / plan.tokens_per_chunk;

@@ -15,21 +15,6 @@ inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 #include "kernels/pack_strided.inc"
 
-// Up to 8 rows x q (<= 8) reduction elements from column n; rows >= count are zero.
-template <DType T>
-inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m256 r[8]) {
-  #pragma GCC unroll 16
-  for (size_t i = 0; i < 8; ++i) {
-    if (i >= count) {
-      r[i] = _mm256_setzero_ps();
-    } else if (q == 8) {
-      r[i] = load8_widened<T>(src, row_offsets[i] + n);
-    } else {
-      r[i] = load_partial_widened<T>(src, row_offsets[i] + n, q);
-    }
-  }
-}
-
 // A[p][r] = grad_y[rows[r], n0 + p]
 template <DType T>
 void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,

@@ -35,6 +35,21 @@ inline __m256 load_partial_widened(const void* base, int64_t offset, size_t n) {
   return load8_widened<T>(tmp, 0);
 }
 
+// Up to 8 rows x q (<= 8) reduction elements from column n; rows >= count are zero.
+template <DType T>
+inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m256 r[8]) {
+  #pragma GCC unroll 16
+  for (size_t i = 0; i < 8; ++i) {
+    if (i >= count) {
+      r[i] = _mm256_setzero_ps();
+    } else if (q == 8) {
+      r[i] = load8_widened<T>(src, row_offsets[i] + n);
+    } else {
+      r[i] = load_partial_widened<T>(src, row_offsets[i] + n, q);
+    }
+  }
+}
+
 // In-register transpose of an 8x8 f32 block: r[i] lane j <-> r[j] lane i.
 inline void transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];

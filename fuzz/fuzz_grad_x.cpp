@@ -1,0 +1,8 @@
+// libFuzzer target: the operator's validation and execution path driven by
+// fuzzer-chosen shapes, strides, dtypes, attributes, index contents, faults
+// and API misuse. The decoding and every check live in
+// tests/hardening/kit/grad_x_case.cpp, shared with the corpus replay test.
+#include "fuzz_target.h"
+#include "grad_x_case.h"
+
+MGH_FUZZ_TARGET("fuzz_grad_x", mgh::check_grad_x_input)

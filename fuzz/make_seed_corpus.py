@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Writes the committed seed corpus of the fuzz targets (deterministic).
+
+    python3 fuzz/make_seed_corpus.py
+
+fuzz/corpus/grad_x/: inputs for fuzz_grad_x, laid out as the decoder in
+tests/hardening/kit/grad_x_case.cpp reads them:
+
+  [0] fault (>= 160: structural fault 1 + (b - 160) % 25)
+  [1] misuse (>= 224: API misuse 1 + (b - 224) % 7, when no fault)
+  [2] dtype % 3 (f32, f16, bf16)
+  [3] flags: idx int32 | gl int32 | row_idx_type | cumsum | raw contents |
+      values (2 bits: small int, small int, uniform, raw bits) | padding rows
+  [4..8] batch, top_k, G, N, K     [9..11] keep %, empty %, tail
+  [12..16] layouts of grad_y, weight, idx, group_list, grad_x
+           (>= 240: raw strides, one byte each follows)
+  [17] pad  [18] pad bytes  [19] isa  [20] plan threads  [21] misalign
+  [22] workspace fill  [23] grad_x poison  [24..31] seed
+  then raw-content edits, then fault parameters.
+
+fuzz/corpus/npy/: .npy files (valid ones of every supported dtype, order,
+version and rank, and malformed ones) for fuzz_npy.
+
+Crash regressions are added by hand next to these (crash-*), never
+regenerated; this script only (re)writes seed-* files.
+"""
+import os
+import random
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAULTS = 25
+MISUSES = 7
+LAYOUTS = 8  # compact explicit padded reversed swap-inner negative broadcast overlap
+
+
+def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None, shape_knobs=None,
+                layouts=None, extra=b""):
+    """One input; a layout is an int (0..7) or a list [>= 240, raw strides...]."""
+    b = bytearray()
+    b.append(160 + fault if fault is not None else rng.randrange(160))
+    b.append(224 + misuse if misuse is not None else rng.randrange(224))
+    b.append(dtype if dtype is not None else rng.randrange(3))
+    b.append(flags if flags is not None else rng.randrange(256) & ~0x10)
+    b.extend(dims if dims is not None else [rng.randrange(240), rng.randrange(250), rng.randrange(256),
+                                            rng.randrange(240), rng.randrange(240)])
+    b.extend(shape_knobs if shape_knobs is not None else [rng.randrange(101), rng.randrange(60), rng.randrange(4)])
+    for layout in layouts if layouts is not None else [rng.randrange(LAYOUTS) for _ in range(5)]:
+        b.extend(layout if isinstance(layout, list) else [layout])
+    b.extend([rng.randrange(5), rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(70),
+              rng.randrange(5), rng.randrange(6)])
+    b.extend(struct.pack("<Q", rng.getrandbits(64)))
+    b.extend(extra)
+    b.extend(rng.getrandbits(8) for _ in range(8))  # parameters for whatever reads next
+    return bytes(b)
+
+
+def raw(rng, rank):
+    return [250] + [rng.randrange(15) for _ in range(rank)]  # strides in [-4, 10]
+
+
+def grad_x_seeds():
+    rng = random.Random(20251129)
+    seeds = {}
+    # Valid calls over dtypes x index types x group-list forms x layouts.
+    n = 0
+    for dtype in range(3):
+        for row_idx_type in range(2):
+            for cumsum in range(2):
+                flags = (row_idx_type << 2) | (cumsum << 3) | (rng.randrange(4) << 5) | rng.choice([0, 1, 2, 3, 0x80])
+                layouts = [(n + i) % 7 for i in range(4)] + [n % 6]
+                seeds[f"seed-valid-{n:02d}"] = grad_x_case(rng, fault=None, misuse=None, dtype=dtype, flags=flags,
+                                                           layouts=layouts)
+                n += 1
+    # Several reduction (N > 256) and column (K > 256) blocks.
+    seeds["seed-valid-big-n"] = grad_x_case(rng, dims=[3, 1, 2, 245, 10])
+    seeds["seed-valid-big-k"] = grad_x_case(rng, dims=[2, 1, 3, 5, 250])
+    # M = 0 (every slot dropped, no padding rows) and every slot kept.
+    seeds["seed-valid-m-zero"] = grad_x_case(rng, flags=0x00, dims=[5, 1, 3, 4, 6], shape_knobs=[0, 0, 0])
+    seeds["seed-valid-all-kept"] = grad_x_case(rng, flags=0x80, dims=[7, 3, 2, 9, 33], shape_knobs=[100, 0, 1])
+    # Raw strides on every tensor (zero, negative, aliasing inputs; any grad_x).
+    for i in range(4):
+        seeds[f"seed-raw-strides-{i}"] = grad_x_case(
+            rng, layouts=[raw(rng, 2), raw(rng, 3), raw(rng, 1), raw(rng, 1), raw(rng, 2)])
+    # grad_x strides {7, 6} on [2, 3]: distinct addresses, interleaved.
+    seeds["seed-grad-x-interleaved"] = grad_x_case(rng, dims=[1, 0, 1, 3, 2], layouts=[0, 0, 0, 0, [250, 11, 10]])
+    # Raw index / group-list contents: out of range, duplicates, negative and
+    # decreasing counts, int32/int64 extremes.
+    for i in range(8):
+        flags = 0x10 | (i & 3) | ((i >> 2) << 2) | (rng.randrange(2) << 3)
+        seeds[f"seed-raw-contents-{i}"] = grad_x_case(rng, flags=flags, extra=bytes(rng.getrandbits(8) for _ in range(24)))
+    # One per structural fault and per misuse.
+    for f in range(FAULTS):
+        seeds[f"seed-fault-{f + 1:02d}"] = grad_x_case(rng, fault=f, dims=[3, 1, 2, 4, 5])
+    for m in range(MISUSES):
+        seeds[f"seed-misuse-{m + 1}"] = grad_x_case(rng, misuse=m, flags=rng.randrange(256) & ~0x10)
+    return seeds
+
+
+def npy(descr, shape, fortran=False, version=1, data=None, align=64, header_override=None):
+    if header_override is not None:
+        header = header_override
+    else:
+        shape_text = "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+        header = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, "True" if fortran else "False",
+                                                                        shape_text)
+    len_bytes = 2 if version == 1 else 4
+    prefix = 8 + len_bytes
+    total = prefix + len(header) + 1
+    pad = (-total) % align if align else 0
+    header = header + " " * pad + "\n"
+    out = b"\x93NUMPY" + bytes([version, 0]) + struct.pack("<H" if version == 1 else "<I", len(header))
+    out += header.encode("latin-1")
+    if data is None:
+        count = 1
+        for d in shape:
+            count *= d
+        size = {"<f4": 4, "<f2": 2, "<u2": 2, "<i8": 8, "<i4": 4}.get(descr.replace("=", "<").replace("|", "<"), 4)
+        data = bytes((i * 37) & 0xFF for i in range(count * size))
+    return out + data
+
+
+def npy_seeds():
+    s = {}
+    s["seed-f4-2d"] = npy("<f4", (2, 3))
+    s["seed-f2-1d"] = npy("<f2", (5,))
+    s["seed-u2-3d"] = npy("<u2", (2, 1, 3))
+    s["seed-i8-1d"] = npy("<i8", (4,))
+    s["seed-i4-1d"] = npy("<i4", (3,))
+    s["seed-f4-scalar"] = npy("<f4", ())
+    s["seed-f4-empty"] = npy("<f4", (0, 3))
+    s["seed-f4-fortran"] = npy("<f4", (3, 2), fortran=True)
+    s["seed-f4-fortran-empty"] = npy("<f4", (2, 0, 4), fortran=True)
+    s["seed-i8-v2"] = npy("<i8", (2,), version=2)
+    s["seed-f4-v3"] = npy("<f4", (1, 2), version=3)
+    s["seed-f4-unaligned"] = npy("<f4", (2, 2), align=0)
+    s["seed-native-order"] = npy("=f4", (2,))
+    s["seed-pipe-order"] = npy("|i4", (2,))
+    s["seed-no-order"] = npy("f4", (2,), header_override="{'descr': 'f4', 'fortran_order': False, 'shape': (2,)}")
+    s["seed-py2-long"] = npy("<f4", (2, 3), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (2L, 3L), }")
+    s["seed-key-order"] = npy("<f4", (2,), header_override='{"shape": (2,), "fortran_order": False, "descr": "<f4"}')
+    # Malformed.
+    s["seed-big-endian"] = npy(">f4", (2,))
+    s["seed-bad-descr"] = npy("<f8", (2,))
+    s["seed-record-dtype"] = npy("<f4", (2,), header_override="{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }")
+    s["seed-dup-key"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,), }")
+    s["seed-missing-key"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'shape': (2,), }")
+    s["seed-shape-no-comma"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (2), }")
+    s["seed-shape-overflow"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }")
+    s["seed-dim-too-big"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }")
+    s["seed-truncated-data"] = npy("<f4", (4, 4))[:-5]
+    s["seed-extra-data"] = npy("<f4", (2,)) + b"\x00\x01"
+    s["seed-truncated-header"] = npy("<f4", (2,))[:20]
+    s["seed-bad-magic"] = b"\x93NUMPZ" + npy("<f4", (2,))[6:]
+    s["seed-bad-version"] = b"\x93NUMPY\x04\x00" + npy("<f4", (2,))[8:]
+    s["seed-huge-header-len"] = b"\x93NUMPY\x02\x00" + struct.pack("<I", 0xFFFFFFF0) + b"{}"
+    s["seed-empty"] = b""
+    s["seed-escape"] = npy("<f4", (2,), header_override="{'descr': '<f\\4', 'fortran_order': False, 'shape': (2,), }")
+    return s
+
+
+def write(dirname, seeds):
+    d = os.path.join(HERE, "corpus", dirname)
+    os.makedirs(d, exist_ok=True)
+    for name in os.listdir(d):
+        if name.startswith("seed-"):
+            os.remove(os.path.join(d, name))
+    for name, data in seeds.items():
+        with open(os.path.join(d, name), "wb") as f:
+            f.write(data)
+    print(f"{d}: {len(seeds)} seeds")
+
+
+if __name__ == "__main__":
+    write("grad_x", grad_x_seeds())
+    write("npy", npy_seeds())

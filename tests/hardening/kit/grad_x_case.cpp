@@ -1,0 +1,648 @@
+#include "grad_x_case.h"
+
+#include <moegrad/moegrad.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "problem.h"
+#include "reference.h"
+#include "runner.h"
+#include "skip.h"
+
+namespace mgh {
+namespace {
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+
+// Reads the input front to back; past the end every byte is 0, so a short
+// input is a small, valid case.
+class Bytes {
+ public:
+  Bytes(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
+  uint64_t u64() {
+    uint64_t v = 0;
+    for (int b = 0; b < 8; ++b) v |= static_cast<uint64_t>(u8()) << (8 * b);
+    return v;
+  }
+  int64_t below(int64_t m) { return m <= 1 ? 0 : static_cast<int64_t>((u8() | (u8() << 8)) % m); }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t i_ = 0;
+};
+
+// Structural faults: each breaks exactly one SPEC §4 constraint of an
+// otherwise valid call (statuses that another broken constraint also
+// explains are listed as acceptable).
+enum class Fault : uint8_t {
+  kNone,
+  kRank,
+  kDtype,
+  kDtypeMismatch,
+  kLanes,
+  kDevice,
+  kNMismatch,
+  kGroupCountMismatch,
+  kEmptyDim,
+  kGradXShape,
+  kBatch,
+  kTopK,
+  kRowIdxType,
+  kGroupListType,
+  kSlotsOverflow,
+  kDimTooLarge,
+  kStrideOverflow,
+  kMExceedsSlots,
+  kIndexTooShort,
+  kIndexTooLong,
+  kNullTensor,
+  kNullShape,
+  kNullData,
+  kNegativeDim,
+  kMisalignedData,
+  kByteOffsetWrap,
+  kCount
+};
+
+const char* fault_name(Fault f) {
+  static const char* const names[] = {"none", "rank", "dtype", "dtype-mismatch", "lanes", "device", "n-mismatch",
+                                      "group-count-mismatch", "empty-dim", "grad-x-shape", "batch", "top-k",
+                                      "row-idx-type", "group-list-type", "slots-overflow", "dim-too-large",
+                                      "stride-overflow", "m-exceeds-slots", "index-too-short", "index-too-long",
+                                      "null-tensor", "null-shape", "null-data", "negative-dim", "misaligned-data",
+                                      "byte-offset-wrap"};
+  static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fault::kCount));
+  return names[static_cast<size_t>(f)];
+}
+
+// A DLTensor copy the case may edit without touching the problem's storage
+// description (room for one extra dimension).
+struct TensorView {
+  DLTensor t{};
+  int64_t shape[4] = {1, 1, 1, 1};
+  int64_t strides[4] = {1, 1, 1, 1};  // the effective strides, even when t.strides is NULL
+  void copy(const Tensor& from) {
+    t = from.dl();
+    for (size_t d = 0; d < from.shape().size(); ++d) {
+      shape[d] = from.shape()[d];
+      strides[d] = from.strides()[d];
+    }
+    t.shape = shape;
+    if (t.strides != nullptr) t.strides = strides;
+  }
+};
+
+struct Case {
+  ProblemSpec spec;
+  std::unique_ptr<Problem> problem;
+  TensorView view[5];  // grad_y, weight, idx, group_list, grad_x
+  moegrad_grad_x_args args{};
+  const moegrad_grad_x_args* args_ptr = nullptr;  // NULL for the kNullTensor-on-args case
+  Fault fault = Fault::kNone;
+  int fault_detail = 0;
+  std::vector<moegrad_status> fault_statuses;  // acceptable statuses for the fault
+  Misuse misuse = Misuse::kNone;
+  bool raw_contents = false;
+  moegrad_isa isa = MOEGRAD_ISA_AUTO;
+  int32_t plan_threads = 1;
+  size_t misalign = 0;
+  std::vector<uint8_t> ws_fill;
+  uint32_t gx_poison = 0;
+  std::string notes;
+};
+
+const char* const kTensorNames[5] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+
+// SPEC §4 (BAD_LAYOUT): grad_x elements must have distinct addresses and no
+// negative stride on a dimension that has more than one element. Returns the
+// acceptable statuses: {} valid; {BAD_LAYOUT} aliasing or negative;
+// {SUCCESS, BAD_LAYOUT} distinct addresses in an interleaved order that an
+// implementation may conservatively refuse.
+std::vector<moegrad_status> grad_x_layout_statuses(const std::vector<int64_t>& shape,
+                                                   const std::vector<int64_t>& st) {
+  const int64_t B = shape[0], K = shape[1];
+  if ((B > 1 && st[0] <= 0) || (K > 1 && st[1] <= 0)) return {MOEGRAD_STATUS_BAD_LAYOUT};
+  if (B <= 1 || K <= 1) return {};
+  std::set<int64_t> seen;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 0; k < K; ++k)
+      if (!seen.insert(b * st[0] + k * st[1]).second) return {MOEGRAD_STATUS_BAD_LAYOUT};
+  const bool simple = st[0] >= st[1] * K || st[1] >= st[0] * B;  // one dim steps past the other's extent
+  if (simple) return {};
+  return {MOEGRAD_STATUS_SUCCESS, MOEGRAD_STATUS_BAD_LAYOUT};
+}
+
+std::vector<int64_t> raw_strides(Bytes& in, size_t rank) {
+  std::vector<int64_t> s(rank);
+  for (auto& x : s) x = static_cast<int64_t>(in.u8() % 15) - 4;  // [-4, 10]
+  return s;
+}
+
+Layout pick_layout(Bytes& in, bool output, std::vector<int64_t>* strides, size_t rank) {
+  const uint8_t b = in.u8();
+  if (b >= 240) {
+    *strides = raw_strides(in, rank);
+    return Layout::kExplicit;
+  }
+  Layout l = static_cast<Layout>(b % static_cast<uint8_t>(Layout::kCount));
+  if (!output && l == Layout::kOverlap) l = Layout::kExplicit;
+  if (output && l == Layout::kBroadcast) l = Layout::kPadded;
+  return l;
+}
+
+void decode_spec(Bytes& in, Case& c) {
+  ProblemSpec& s = c.spec;
+  const uint8_t fault = in.u8();
+  if (fault >= 160) c.fault = static_cast<Fault>(1 + (fault - 160) % (static_cast<int>(Fault::kCount) - 1));
+  const uint8_t misuse = in.u8();
+  if (misuse >= 224 && c.fault == Fault::kNone)
+    c.misuse = static_cast<Misuse>(1 + (misuse - 224) % (static_cast<int>(Misuse::kCount) - 1));
+  const DLDataType dtypes[] = {kF32, kF16, kBF16};
+  s.dtype = dtypes[in.u8() % 3];
+  const uint8_t flags = in.u8();
+  s.idx_dtype = flags & 1 ? kI32 : kI64;
+  s.gl_dtype = flags & 2 ? kI32 : kI64;
+  s.row_idx_type = (flags >> 2) & 1;
+  s.group_list_type = (flags >> 3) & 1;
+  c.raw_contents = (flags >> 4) & 1;
+  const Values values[] = {Values::kSmallInt, Values::kSmallInt, Values::kUniform, Values::kRawBits};
+  s.values = values[(flags >> 5) & 3];
+  s.padding_rows = (flags >> 7) & 1;
+
+  const uint8_t batch = in.u8(), top_k = in.u8(), G = in.u8(), N = in.u8(), K = in.u8();
+  s.batch = 1 + (batch >= 240 ? batch % 40 : batch % 8);
+  s.top_k = 1 + (top_k >= 250 ? top_k % 9 : top_k % 4);
+  s.G = 1 + G % 6;
+  s.N = N >= 240 ? 250 + N % 20 : 1 + N % 20;  // past 256: several reduction blocks
+  s.K = K >= 240 ? 250 + K % 60 : 1 + K % 40;  // past 256: several column blocks
+  // Keep one input fast even under ASan: at most ~2^15 multiply-adds.
+  while (s.batch * s.top_k * s.N * s.K > (1 << 15)) {
+    if (s.N > 20) s.N = 1 + s.N % 20;
+    else if (s.K > 40) s.K = 1 + s.K % 40;
+    else s.batch = 1 + s.batch % 8;
+  }
+  s.keep_percent = in.u8() % 101;
+  s.empty_percent = in.u8() % 60;
+  s.tail = in.u8() % 4;
+  s.gy_layout = pick_layout(in, false, &s.gy_strides, 2);
+  s.w_layout = pick_layout(in, false, &s.w_strides, 3);
+  s.idx_layout = pick_layout(in, false, &s.idx_strides, 1);
+  s.gl_layout = pick_layout(in, false, &s.gl_strides, 1);
+  s.gx_layout = pick_layout(in, true, &s.gx_strides, 2);
+  s.pad = in.u8() % 5;
+  s.pad_bytes = (in.u8() % 4) * 8;
+  const moegrad_isa isas[] = {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
+  c.isa = isas[in.u8() % 4];
+  if (!moegrad_isa_available(c.isa)) c.isa = MOEGRAD_ISA_AUTO;
+  c.plan_threads = 1 + in.u8() % 4;
+  c.misalign = in.u8() % 70;
+  const std::vector<uint8_t> fills[] = {{0x00}, {0xFF}, {0xA5, 0x5A}, {0x01, 0x00, 0xC0, 0x7F}, {0x00, 0x00, 0x80, 0xFF}};
+  c.ws_fill = fills[in.u8() % 5];
+  const uint32_t poisons[] = {0x7FC0DEADu, 0xFFFFFFFFu, 0x00000000u, 0x80000000u, 0x7F800000u, 0x00000001u};
+  c.gx_poison = poisons[in.u8() % 6];
+  s.seed = in.u64();
+}
+
+// Overwrites a few index / group-list entries with values around and far
+// outside their valid ranges.
+void apply_raw_contents(Bytes& in, Case& c) {
+  Problem& p = *c.problem;
+  const int64_t slots = c.spec.batch * c.spec.top_k;
+  const int edits = 1 + in.u8() % 6;
+  for (int e = 0; e < edits; ++e) {
+    const bool on_idx = (in.u8() & 1) == 0;
+    Tensor& t = on_idx ? p.idx : p.group_list;
+    const int64_t len = t.shape()[0];
+    if (len == 0) continue;
+    const int64_t pos = in.below(len);
+    const int64_t limit = on_idx ? (c.spec.row_idx_type == 0 ? slots : p.M) : p.M;
+    const bool i32 = t.elem_bytes() == 4;
+    const int64_t far_hi = i32 ? std::numeric_limits<int32_t>::max() : kI64Max;
+    const int64_t far_lo = i32 ? std::numeric_limits<int32_t>::min() : kI64Min;
+    const int64_t choices[] = {-1, -2, 0, limit - 1, limit, limit + 1, far_hi, far_lo,
+                               static_cast<int64_t>(in.u8()) - 8};
+    t.set_int(t.offset({pos}), choices[in.u8() % 9]);
+  }
+}
+
+// Picks the tensor (0..4) a fault applies to, among those where `ok` holds.
+template <typename Pred>
+int pick_tensor(Bytes& in, Pred ok) {
+  const int start = in.u8() % 5;
+  for (int i = 0; i < 5; ++i)
+    if (ok((start + i) % 5)) return (start + i) % 5;
+  return -1;
+}
+
+int expected_rank(int t) { return t == 1 ? 3 : (t == 2 || t == 3) ? 1 : 2; }
+
+bool is_aligned_for(const DLTensor& t, int bits) {
+  const int eb = (bits + 7) / 8;
+  if (eb == 0) return true;
+  return reinterpret_cast<uintptr_t>(static_cast<const std::byte*>(t.data) + t.byte_offset) % eb == 0;
+}
+
+// Applies c.fault to the views; returns false if it cannot apply to this
+// shape (the case then runs without a fault).
+bool apply_fault(Bytes& in, Case& c) {
+  auto& v = c.view;
+  auto& a = c.args;
+  const Problem& p = *c.problem;
+  const int64_t M = p.M, N = c.spec.N, K = c.spec.K, G = c.spec.G, B = c.spec.batch, T = c.spec.top_k;
+  const int64_t slots = B * T;
+  auto expect = [&](std::initializer_list<moegrad_status> s) { c.fault_statuses.assign(s); };
+  auto has_elements = [&](int i) {
+    for (int d = 0; d < v[i].t.ndim; ++d)
+      if (v[i].shape[d] == 0) return false;
+    return true;
+  };
+  switch (c.fault) {
+    case Fault::kNone:
+    case Fault::kCount:
+      return true;
+    case Fault::kRank: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      const int32_t ranks[] = {0, 1, 2, 3, 4, -1, 100};
+      int32_t r = ranks[in.u8() % 7];
+      if (r == expected_rank(t)) r = expected_rank(t) + 1;
+      v[t].t.ndim = r;
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_BAD_RANK});
+      return true;
+    }
+    case Fault::kDtype: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      const DLDataType bad_float[] = {{kDLFloat, 64, 1}, {kDLInt, 32, 1}, {kDLFloat, 8, 1}, {kDLBfloat, 32, 1},
+                                      {kDLUInt, 16, 1}, {kDLFloat, 0, 1}, {kDLComplex, 64, 1}};
+      const DLDataType bad_index[] = {{kDLFloat, 32, 1}, {kDLUInt, 64, 1}, {kDLInt, 16, 1}, {kDLInt, 8, 1},
+                                      {kDLUInt, 32, 1}, {kDLInt, 0, 1}, {kDLFloat, 64, 1}};
+      const DLDataType bad_grad_x[] = {kF16, kBF16, {kDLFloat, 64, 1}, kI32, {kDLUInt, 32, 1}, {kDLFloat, 0, 1},
+                                       {kDLBfloat, 32, 1}};
+      const DLDataType d = (t == 2 || t == 3) ? bad_index[in.u8() % 7]
+                           : t == 4           ? bad_grad_x[in.u8() % 7]
+                                              : bad_float[in.u8() % 7];
+      v[t].t.dtype = d;
+      if (t == 0 || t == 1) v[1 - t].t.dtype = d;  // both inputs: not a mere mismatch
+      c.fault_detail = t;
+      // A wider element may leave the data pointer unaligned for it (or make
+      // the extent overflow); an implementation may report that first.
+      if (is_aligned_for(v[t].t, d.bits) && (t > 1 || is_aligned_for(v[1 - t].t, d.bits)))
+        expect({MOEGRAD_STATUS_BAD_DTYPE});
+      else
+        expect({MOEGRAD_STATUS_BAD_DTYPE, MOEGRAD_STATUS_BAD_LAYOUT});
+      return true;
+    }
+    case Fault::kDtypeMismatch: {
+      // A dtype no wider than the stored one, so alignment still holds.
+      const DLDataType w = v[1].t.dtype;
+      v[1].t.dtype = same_dtype(w, kF32) ? (in.u8() & 1 ? kF16 : kBF16) : same_dtype(w, kF16) ? kBF16 : kF16;
+      expect({MOEGRAD_STATUS_DTYPE_MISMATCH});
+      return true;
+    }
+    case Fault::kLanes: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      v[t].t.dtype.lanes = static_cast<uint16_t>(2 + in.u8() % 7);
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_BAD_LAYOUT});
+      return true;
+    }
+    case Fault::kDevice: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      const DLDeviceType devs[] = {kDLCUDA, kDLCUDAHost, kDLOpenCL, kDLVulkan, kDLROCM};
+      v[t].t.device.device_type = devs[in.u8() % 5];
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_UNSUPPORTED_DEVICE});
+      return true;
+    }
+    case Fault::kNMismatch:
+      if (in.u8() & 1) v[1].shape[2] = N + 1 + in.u8() % 3;
+      else v[0].shape[1] = N + 1 + in.u8() % 3;
+      expect({MOEGRAD_STATUS_N_MISMATCH});
+      return true;
+    case Fault::kGroupCountMismatch:
+      v[3].shape[0] = G + 1 + in.u8() % 3;
+      expect({MOEGRAD_STATUS_GROUP_COUNT_MISMATCH});
+      return true;
+    case Fault::kEmptyDim:
+      switch (in.u8() % 3) {
+        case 0: v[0].shape[1] = 0; v[1].shape[2] = 0; break;   // N = 0
+        case 1: v[1].shape[1] = 0; v[4].shape[1] = 0; break;   // K = 0
+        default: v[1].shape[0] = 0; v[3].shape[0] = 0; break;  // G = 0
+      }
+      expect({MOEGRAD_STATUS_EMPTY_DIMENSION});
+      return true;
+    case Fault::kGradXShape:
+      if (in.u8() & 1) v[4].shape[0] = B + 1 + in.u8() % 3;
+      else v[4].shape[1] = K + 1 + in.u8() % 3;
+      expect({MOEGRAD_STATUS_GRAD_X_SHAPE});
+      return true;
+    case Fault::kBatch: {
+      const int64_t bad[] = {0, -1, kI64Min};
+      a.batch = bad[in.u8() % 3];
+      // grad_x still has the old batch rows, and batch*top_k <= 0 < M.
+      expect({MOEGRAD_STATUS_BAD_BATCH, MOEGRAD_STATUS_GRAD_X_SHAPE, MOEGRAD_STATUS_M_EXCEEDS_SLOTS,
+              MOEGRAD_STATUS_INDEX_TOO_LONG, MOEGRAD_STATUS_SIZE_OVERFLOW});
+      return true;
+    }
+    case Fault::kTopK: {
+      const int64_t bad[] = {0, -1, kI64Min};
+      a.top_k = bad[in.u8() % 3];
+      expect({MOEGRAD_STATUS_BAD_TOP_K, MOEGRAD_STATUS_M_EXCEEDS_SLOTS, MOEGRAD_STATUS_INDEX_TOO_LONG,
+              MOEGRAD_STATUS_SIZE_OVERFLOW});
+      return true;
+    }
+    case Fault::kRowIdxType: {
+      const int32_t bad[] = {2, -1, std::numeric_limits<int32_t>::min(), 255};
+      a.row_idx_type = bad[in.u8() % 4];
+      expect({MOEGRAD_STATUS_BAD_ROW_IDX_TYPE});
+      return true;
+    }
+    case Fault::kGroupListType: {
+      const int32_t bad[] = {2, -1, std::numeric_limits<int32_t>::max(), 7};
+      a.group_list_type = bad[in.u8() % 4];
+      expect({MOEGRAD_STATUS_BAD_GROUP_LIST_TYPE});
+      return true;
+    }
+    case Fault::kSlotsOverflow:
+      if (B < 2) return false;
+      a.top_k = kI64Max / B + 1 + in.u8() % 3;
+      expect({MOEGRAD_STATUS_SIZE_OVERFLOW});
+      return true;
+    case Fault::kDimTooLarge: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      const int d = static_cast<int>(in.u8() % static_cast<unsigned>(expected_rank(t)));
+      const int64_t big[] = {int64_t{1} << 31, kI64Max, int64_t{1} << 40};
+      v[t].shape[d] = big[in.u8() % 3];
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_SIZE_OVERFLOW});
+      return true;
+    }
+    case Fault::kStrideOverflow: {
+      // A dimension with >= 2 elements (and a non-empty tensor) gets a stride
+      // whose byte span cannot be represented.
+      const int t = pick_tensor(in, [&](int i) {
+        int64_t n = 1;
+        for (int d = 0; d < v[i].t.ndim; ++d) n *= v[i].shape[d];
+        return n >= 2;
+      });
+      if (t < 0) return false;
+      int d = 0;
+      while (v[t].shape[d] < 2) ++d;
+      v[t].t.strides = v[t].strides;
+      v[t].strides[d] = in.u8() & 1 ? kI64Max : kI64Min;
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_SIZE_OVERFLOW});
+      return true;
+    }
+    case Fault::kMExceedsSlots: {
+      if (M <= B) return false;
+      a.top_k = (M - 1) / B;  // >= 1, and batch*top_k < M
+      expect({MOEGRAD_STATUS_M_EXCEEDS_SLOTS, MOEGRAD_STATUS_INDEX_TOO_LONG});
+      return true;
+    }
+    case Fault::kIndexTooShort:
+      if (c.spec.row_idx_type != 0 || M == 0) return false;
+      v[2].shape[0] = M - 1 - in.below(M);
+      expect({MOEGRAD_STATUS_INDEX_TOO_SHORT});
+      return true;
+    case Fault::kIndexTooLong:
+      if (c.spec.row_idx_type != 1) return false;
+      v[2].shape[0] = slots + 1 + in.u8() % 3;
+      expect({MOEGRAD_STATUS_INDEX_TOO_LONG});
+      return true;
+    case Fault::kNullTensor: {
+      const int t = in.u8() % 6;
+      if (t == 5) {
+        c.args_ptr = nullptr;
+      } else {
+        const DLTensor** slots_[] = {&a.grad_y, &a.weight, &a.expanded_row_idx, &a.group_list, &a.grad_x};
+        *slots_[t] = nullptr;
+      }
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_NULL_POINTER});
+      return true;
+    }
+    case Fault::kNullShape: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      v[t].t.shape = nullptr;
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_NULL_POINTER});
+      return true;
+    }
+    case Fault::kNullData: {
+      // NULL data is allowed only for a tensor without elements.
+      const int t = pick_tensor(in, has_elements);
+      if (t < 0) return false;
+      v[t].t.data = nullptr;
+      v[t].t.byte_offset = 0;
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_NULL_POINTER});
+      return true;
+    }
+    case Fault::kNegativeDim: {
+      const int t = pick_tensor(in, [](int) { return true; });
+      const int d = static_cast<int>(in.u8() % static_cast<unsigned>(expected_rank(t)));
+      v[t].shape[d] = in.u8() & 1 ? -1 : kI64Min;
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_BAD_LAYOUT});
+      return true;
+    }
+    case Fault::kMisalignedData: {
+      const int t = pick_tensor(in, has_elements);
+      if (t < 0) return false;
+      const int eb = v[t].t.dtype.bits / 8;
+      v[t].t.byte_offset += 1 + in.u8() % static_cast<unsigned>(eb - 1);
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_BAD_LAYOUT});
+      return true;
+    }
+    case Fault::kByteOffsetWrap: {
+      // byte_offset is unsigned: a value >= 2^63 is a "negative" offset that
+      // makes data + byte_offset wrap around to before the buffer. It cannot
+      // address valid elements through the declared layout and must be refused.
+      const int t = pick_tensor(in, [](int) { return true; });
+      const int eb = (v[t].t.dtype.bits + 7) / 8;
+      const uint64_t back = static_cast<uint64_t>(eb) * (1 + in.u8() % 4);
+      v[t].t.byte_offset = (in.u8() & 1 ? uint64_t{1} << 63 : 0) - back;  // data - back (mod 2^64)
+      c.fault_detail = t;
+      expect({MOEGRAD_STATUS_SIZE_OVERFLOW, MOEGRAD_STATUS_BAD_LAYOUT});
+      return true;
+    }
+  }
+  return false;
+}
+
+void decode(const uint8_t* data, size_t size, Case& c) {
+  Bytes in(data, size);
+  decode_spec(in, c);
+  if (fuzz_skip(fault_name(c.fault))) c.fault = Fault::kNone;
+  c.problem = std::make_unique<Problem>(c.spec);
+  if (c.raw_contents) apply_raw_contents(in, c);
+  Problem& p = *c.problem;
+  const Tensor* src[] = {&p.grad_y, &p.weight, &p.idx, &p.group_list, &p.grad_x};
+  for (int t = 0; t < 5; ++t) c.view[t].copy(*src[t]);
+  c.args = p.args();
+  c.args.grad_y = &c.view[0].t;
+  c.args.weight = &c.view[1].t;
+  c.args.expanded_row_idx = &c.view[2].t;
+  c.args.group_list = &c.view[3].t;
+  c.args.grad_x = &c.view[4].t;
+  c.args_ptr = &c.args;
+  if (!apply_fault(in, c)) c.fault = Fault::kNone;
+  c.problem->grad_x.fill_words(c.gx_poison);
+}
+
+std::string describe_case(const Case& c) {
+  std::string s = c.spec.describe() + " M=" + std::to_string(c.problem->M) + " L=" + std::to_string(c.problem->L) +
+                  " fault=" + fault_name(c.fault);
+  if (c.fault != Fault::kNone) s += "(" + std::to_string(c.fault_detail) + ")";
+  s += std::string(" misuse=") + misuse_name(c.misuse) + " raw_contents=" + (c.raw_contents ? "1" : "0") +
+       " isa=" + moegrad_isa_name(c.isa) + " plan_threads=" + std::to_string(c.plan_threads) +
+       " misalign=" + std::to_string(c.misalign);
+  return s;
+}
+
+bool contains(const std::vector<moegrad_status>& v, moegrad_status s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+std::string statuses_string(const std::vector<moegrad_status>& v) {
+  std::string s;
+  for (moegrad_status x : v) s += (s.empty() ? "" : " | ") + std::string(moegrad_status_string(x));
+  return s.empty() ? "MOEGRAD_STATUS_SUCCESS" : s;
+}
+
+// The statuses a correct implementation may return for this case, in the
+// order the SPEC's phases imply: NULL out-pointers, then the structural
+// fault or grad_x layout (planning), then run-time misuse, then contents.
+std::vector<moegrad_status> expected_statuses(const Case& c, bool* may_succeed) {
+  *may_succeed = false;
+  if (c.misuse == Misuse::kNullArgs || c.misuse == Misuse::kNullSizeOut || c.misuse == Misuse::kNullExecutorOut)
+    return {misuse_status(c.misuse)};
+  const std::vector<moegrad_status> layout =
+      grad_x_layout_statuses(c.problem->grad_x.shape(), c.problem->grad_x.strides());
+  if (c.fault != Fault::kNone) {
+    std::vector<moegrad_status> out = c.fault_statuses;
+    if (!layout.empty()) out.push_back(MOEGRAD_STATUS_BAD_LAYOUT);  // a second broken constraint
+    return out;
+  }
+  if (!layout.empty() && !contains(layout, MOEGRAD_STATUS_SUCCESS)) return layout;
+  std::vector<moegrad_status> out;
+  if (c.misuse != Misuse::kNone && c.misuse != Misuse::kRunTwice) {
+    out = {misuse_status(c.misuse)};
+  } else {
+    out = content_violations(c.args);  // kRunTwice: the first run then fails on them
+    *may_succeed = out.empty();
+  }
+  if (!layout.empty()) out.push_back(MOEGRAD_STATUS_BAD_LAYOUT);  // interleaved grad_x: may be refused
+  return out;
+}
+
+// The grad_x storage between/around its elements, and the input storages,
+// must be as they were.
+std::string check_untouched(const Case& c, const std::vector<std::byte> before[5], bool grad_x_elements_too) {
+  const Problem& p = *c.problem;
+  const Tensor* t[] = {&p.grad_y, &p.weight, &p.idx, &p.group_list, &p.grad_x};
+  for (int i = 0; i < 4; ++i)
+    if (t[i]->snapshot() != before[i]) return std::string("input ") + kTensorNames[i] + " was modified";
+  const std::vector<std::byte> now = p.grad_x.snapshot();
+  if (grad_x_elements_too) {
+    if (now != before[4]) return "grad_x was written by a failed call";
+    return "";
+  }
+  // Only the elements may change: restore them from `now` into a copy of
+  // `before` and compare.
+  std::vector<std::byte> expect = before[4];
+  const auto base = reinterpret_cast<uintptr_t>(p.grad_x.storage());
+  for (int64_t e = 0; e < p.grad_x.numel(); ++e) {
+    const auto addr = reinterpret_cast<uintptr_t>(static_cast<const std::byte*>(p.grad_x.dl().data) +
+                                                  p.grad_x.dl().byte_offset) +
+                      static_cast<uintptr_t>(p.grad_x.offset_of_linear(e) * 4);
+    std::memcpy(&expect[addr - base], &now[addr - base], 4);
+  }
+  if (now != expect) return "grad_x storage outside its elements was written";
+  return "";
+}
+
+std::string check_case(Case& c) {
+  Problem& p = *c.problem;
+  const Tensor* t[] = {&p.grad_y, &p.weight, &p.idx, &p.group_list, &p.grad_x};
+  std::vector<std::byte> before[5];
+  for (int i = 0; i < 5; ++i) before[i] = t[i]->snapshot();
+
+  RunOptions opt;
+  opt.plan_ctx = shared_context(c.isa, c.plan_threads);
+  opt.run_ctx = shared_context(MOEGRAD_ISA_AUTO, 1);  // one thread: a deterministic schedule for the fuzzer
+  opt.misalign = c.misalign;
+  opt.ws_fill = c.ws_fill;
+  opt.misuse = c.misuse;
+  const RunResult r = run_grad_x(c.args_ptr, opt);
+
+  bool may_succeed = false;
+  const std::vector<moegrad_status> expected = expected_statuses(c, &may_succeed);
+  const bool success_ok = may_succeed || contains(expected, MOEGRAD_STATUS_SUCCESS);
+  const std::string what = describe_case(c) + ": got " + r.describe();
+
+  // A run-twice misuse: the second run must fail with EXECUTOR_USED and leave
+  // the first run's (checked below) result in place.
+  const bool wrote = r.ok() || (c.misuse == Misuse::kRunTwice && r.first_run_ok);
+  if (c.misuse == Misuse::kRunTwice && r.first_run_ok && r.status != MOEGRAD_STATUS_EXECUTOR_USED)
+    return "second run of an executor: " + what;
+
+  if (!wrote) {
+    if (r.ok() || !(contains(expected, r.status)))
+      return "unexpected status, want " + statuses_string(expected) + "; " + what;
+    if (r.message.empty() || r.message.find('\n') != std::string::npos)
+      return "failure message must be one non-empty line: " + what;
+    if (std::string u = check_untouched(c, before, true); !u.empty()) return u + ": " + what;
+    return "";
+  }
+  if (!success_ok) return "call succeeded, want " + statuses_string(expected) + "; " + what;
+
+  // Success: the bits of SPEC §5.
+  if (std::string u = check_untouched(c, before, false); !u.empty()) return u + ": " + what;
+  const std::vector<float> got = read_grad_x(p.grad_x.dl());
+  const int64_t K = c.spec.K;
+  if (std::string d = compare_bits(got, reference_contract(c.args), K, true); !d.empty())
+    return "result != SPEC §5 f32 order: " + d + "; " + what;
+  if (c.spec.values == Values::kSmallInt) {
+    if (std::string d = compare_bits(got, to_float(reference_f64(c.args)), K, false); !d.empty())
+      return "result != float64 reference (exact for small integers): " + d + "; " + what;
+  }
+  // Again on the scalar path, other threads/workspace/misalignment/poison.
+  p.grad_x.fill_words(c.gx_poison ^ 0x5A5A5A5Au);
+  RunOptions again;
+  again.plan_ctx = shared_context(MOEGRAD_ISA_SCALAR, 1 + c.plan_threads % 3);
+  again.run_ctx = opt.run_ctx;
+  again.misalign = (c.misalign + 17) % 64;
+  again.ws_fill = {0x3C, 0xFF, 0x00};
+  const RunResult r2 = run_grad_x(&c.args, again);
+  if (!r2.ok()) return "scalar rerun failed: " + r2.describe() + "; " + what;
+  if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K, true); !d.empty())
+    return "scalar path differs: " + d + "; " + what;
+  return "";
+}
+
+}  // namespace
+
+std::string check_grad_x_input(const uint8_t* data, size_t size) {
+  Case c;
+  decode(data, size, c);
+  return check_case(c);
+}
+
+std::string describe_grad_x_input(const uint8_t* data, size_t size) {
+  Case c;
+  decode(data, size, c);
+  return describe_case(c);
+}
+
+}  // namespace mgh

@@ -1,0 +1,150 @@
+#include "npy_case.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <exception>
+#include <string_view>
+#include <vector>
+
+#include "cli_error.h"
+#include "npy.h"
+#include "npy_header.h"
+#include "skip.h"
+
+namespace mgh {
+namespace {
+
+using moegrad::cli::CliError;
+using moegrad::cli::NpyArray;
+using moegrad::cli::NpyError;
+
+// SPEC §7: "one line on stderr". (Skippable as "npy-one-line".)
+bool one_line(const char* s) {
+  return s[0] != '\0' && (std::strpbrk(s, "\r\n") == nullptr || fuzz_skip("npy-one-line"));
+}
+
+int element_bytes(moegrad::cli::NpyDtype d) {
+  switch (d) {
+    case moegrad::cli::NpyDtype::kF32: return 4;
+    case moegrad::cli::NpyDtype::kF16: return 2;
+    case moegrad::cli::NpyDtype::kU16: return 2;
+    case moegrad::cli::NpyDtype::kI64: return 8;
+    case moegrad::cli::NpyDtype::kI32: return 4;
+  }
+  return 0;
+}
+
+// A memory-backed file: the loader opens a path, and /proc/self/fd/N of a
+// memfd is one without touching the disk.
+class MemFile {
+ public:
+  MemFile(const uint8_t* data, size_t size) {
+    fd_ = memfd_create("mgh_npy", MFD_CLOEXEC);
+    if (fd_ < 0) return;
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::write(fd_, data + done, size - done);
+      if (n <= 0) break;
+      done += static_cast<size_t>(n);
+    }
+    ok_ = done == size;
+  }
+  ~MemFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return ok_; }
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+std::string check_header(std::string_view text) {
+  moegrad::cli::NpyHeader h;
+  try {
+    h = moegrad::cli::parse_npy_header(text);
+  } catch (const NpyError& e) {
+    return one_line(e.what()) ? "" : "parse_npy_header: error message is not one line";
+  } catch (const std::exception& e) {
+    return std::string("parse_npy_header threw a non-NpyError: ") + e.what();
+  }
+  if (h.shape.size() > moegrad::cli::kNpyMaxDims) return "parse_npy_header accepted more than 64 dimensions";
+  for (int64_t d : h.shape)
+    if (d < 0) return "parse_npy_header accepted a negative dimension";
+  // What was parsed must survive the writer: format, strip the prefix, parse.
+  std::string formatted;
+  try {
+    formatted = moegrad::cli::format_npy_header(h.descr, h.fortran_order, h.shape);
+  } catch (const std::exception& e) {
+    return std::string("format_npy_header threw: ") + e.what();
+  }
+  if (formatted.size() % 64 != 0) return "format_npy_header: length not a multiple of 64";
+  if (formatted.size() < 10 || std::memcmp(formatted.data(), "\x93NUMPY", 6) != 0)
+    return "format_npy_header: no magic";
+  const size_t prefix = formatted[6] == 1 ? 10 : 12;
+  moegrad::cli::NpyHeader back;
+  try {
+    back = moegrad::cli::parse_npy_header(std::string_view(formatted).substr(prefix));
+  } catch (const std::exception& e) {
+    // A descr containing a quote cannot be written back; that is the writer's
+    // documented input (descr strings of the five dtypes), not a reader bug.
+    if (h.descr.find_first_of("'\"\\") != std::string::npos) return "";
+    return std::string("formatted header does not parse back: ") + e.what();
+  }
+  if (back.descr != h.descr || back.fortran_order != h.fortran_order || back.shape != h.shape)
+    return "formatted header parses back differently";
+  return "";
+}
+
+std::string check_load(const uint8_t* data, size_t size) {
+  MemFile file(data, size);
+  if (!file.ok()) return "";  // no memfd here: nothing to check
+  try {
+    const NpyArray a = NpyArray::load(file.path());
+    const DLTensor& t = a.tensor();
+    const int eb = element_bytes(a.dtype());
+    if (t.ndim != static_cast<int32_t>(a.shape().size())) return "tensor ndim != header rank";
+    if (t.device.device_type != kDLCPU || t.dtype.lanes != 1 || t.dtype.bits != eb * 8)
+      return "tensor device/dtype inconsistent with the header";
+    uint64_t count = 1;
+    for (int d = 0; d < t.ndim; ++d) {
+      if (t.shape[d] != a.shape()[static_cast<size_t>(d)] || t.shape[d] < 0) return "tensor shape != header shape";
+      count *= static_cast<uint64_t>(t.shape[d]);
+    }
+    const uint64_t bytes = count * static_cast<uint64_t>(eb);
+    if (bytes > size) return "loaded more data than the file holds";
+    if (t.data == nullptr && count > 0) return "NULL data for a non-empty array";
+    const std::byte* p = static_cast<const std::byte*>(t.data) + t.byte_offset;
+    if (eb > 0 && reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(eb) != 0) return "data not element-aligned";
+    // The data must be the file's last `bytes` bytes (read them all: ASan
+    // checks every access).
+    if (bytes > 0 && std::memcmp(p, data + (size - bytes), bytes) != 0) return "data differs from the file's bytes";
+    if (t.strides != nullptr) {
+      if (!a.fortran_order() || t.ndim < 2) return "explicit strides on a C-order or 1-D array";
+      int64_t expect = 1;
+      for (int d = 0; d < t.ndim; ++d) {
+        if (count > 0 && t.strides[d] != expect) return "Fortran strides are not column-major";
+        expect *= t.shape[d];
+      }
+    }
+  } catch (const CliError& e) {
+    return one_line(e.what()) ? "" : "NpyArray::load: error message is not one line";
+  } catch (const std::exception& e) {
+    return std::string("NpyArray::load threw a non-CliError: ") + e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string check_npy_input(const uint8_t* data, size_t size) {
+  // The header grammar directly (no magic needed), then the whole loader.
+  if (std::string e = check_header(std::string_view(reinterpret_cast<const char*>(data), size)); !e.empty())
+    return e;
+  return check_load(data, size);
+}
+
+}  // namespace mgh

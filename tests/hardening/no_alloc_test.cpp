@@ -1,0 +1,219 @@
+// SPEC §6: "the run uses nothing else of size on the hot path" - a run on a
+// warmed-up context allocates nothing beyond the workspace the caller passes
+// (the context's thread pool is built when the context is created or
+// resized, by design).
+//
+// This binary replaces every global operator new/delete and, when no
+// sanitizer owns the allocator, interposes malloc/calloc/realloc/memalign
+// too (forwarding to glibc's __libc_* functions), counting calls from every
+// thread - the pool's workers included - while armed.
+#include <moegrad/moegrad.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "problem.h"
+#include "reference.h"
+#include "runner.h"
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define MGH_SANITIZED_ALLOCATOR 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MGH_SANITIZED_ALLOCATOR 1
+#endif
+
+namespace {
+
+std::atomic<bool> g_armed{false};
+std::atomic<long> g_news{0};
+std::atomic<long> g_mallocs{0};
+
+void note_new() {
+  if (g_armed.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+}
+
+void* checked(void* p) {
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+
+}  // namespace
+
+#ifndef MGH_SANITIZED_ALLOCATOR
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void __libc_free(void*);
+
+static void note_malloc() {
+  if (g_armed.load(std::memory_order_relaxed)) g_mallocs.fetch_add(1, std::memory_order_relaxed);
+}
+void* malloc(size_t n) noexcept {
+  note_malloc();
+  return __libc_malloc(n);
+}
+void* calloc(size_t a, size_t b) noexcept {
+  note_malloc();
+  return __libc_calloc(a, b);
+}
+void* realloc(void* p, size_t n) noexcept {
+  note_malloc();
+  return __libc_realloc(p, n);
+}
+void* memalign(size_t al, size_t n) noexcept {
+  note_malloc();
+  return __libc_memalign(al, n);
+}
+void* aligned_alloc(size_t al, size_t n) noexcept {
+  note_malloc();
+  return __libc_memalign(al, n);
+}
+int posix_memalign(void** out, size_t al, size_t n) noexcept {
+  note_malloc();
+  void* p = __libc_memalign(al, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void free(void* p) noexcept { __libc_free(p); }
+}  // extern "C"
+#endif
+
+void* operator new(size_t n) { note_new(); return checked(std::malloc(n == 0 ? 1 : n)); }
+void* operator new[](size_t n) { note_new(); return checked(std::malloc(n == 0 ? 1 : n)); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { note_new(); return std::malloc(n == 0 ? 1 : n); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { note_new(); return std::malloc(n == 0 ? 1 : n); }
+void* operator new(size_t n, std::align_val_t a) {
+  note_new();
+  return checked(std::aligned_alloc(static_cast<size_t>(a), round_up(n == 0 ? 1 : n, static_cast<size_t>(a))));
+}
+void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  note_new();
+  return std::aligned_alloc(static_cast<size_t>(a), round_up(n == 0 ? 1 : n, static_cast<size_t>(a)));
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept { return operator new(n, a, t); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace mgh {
+namespace {
+
+struct Counts {
+  long news = 0, mallocs = 0;
+};
+
+// Runs `fn` with the counters armed.
+template <typename Fn>
+Counts counted(Fn fn) {
+  g_news = 0;
+  g_mallocs = 0;
+  g_armed = true;
+  fn();
+  g_armed = false;
+  return {g_news.load(), g_mallocs.load()};
+}
+
+TEST(NoAllocation, CountersSeeAllocations) {
+  // The hooks work at all (otherwise a zero below would prove nothing).
+  const Counts c = counted([] { delete new int(3); });
+  EXPECT_EQ(c.news, 1);
+#ifndef MGH_SANITIZED_ALLOCATOR
+  EXPECT_GE(c.mallocs, 1);
+  const Counts m = counted([] { std::free(std::malloc(24)); });
+  EXPECT_EQ(m.mallocs, 1);
+#endif
+}
+
+ProblemSpec medium(int32_t type, DLDataType dtype) {
+  ProblemSpec s;
+  s.batch = 40, s.top_k = 2, s.G = 5, s.N = 70, s.K = 300;  // several column blocks and token chunks
+  s.row_idx_type = type, s.dtype = dtype, s.values = Values::kUniform, s.seed = 77 + type;
+  s.gx_layout = type ? Layout::kPadded : Layout::kCompact;
+  return s;
+}
+
+// Plans one executor and runs it (a warm-up run first, on another executor).
+void expect_no_allocation(const moegrad_context* ctx, Problem& p, const std::string& what) {
+  size_t bytes = 0;
+  moegrad_executor* raw = nullptr;
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), ctx, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  ExecutorPtr warm = own(raw);
+  Workspace ws = make_workspace(bytes, 3, {0xA5});
+  ASSERT_EQ(moegrad_grad_x(ws.ptr, ws.bytes, warm.get(), ctx), MOEGRAD_STATUS_SUCCESS);
+
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), ctx, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  ExecutorPtr ex = own(raw);
+  p.grad_x.fill_words(0x7FC0DEADu);
+  moegrad_status st = MOEGRAD_STATUS_INTERNAL;
+  const Counts c = counted([&] { st = moegrad_grad_x(ws.ptr, ws.bytes, ex.get(), ctx); });
+  ASSERT_EQ(st, MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  EXPECT_EQ(c.news, 0) << "operator new calls during moegrad_grad_x: " << what;
+  EXPECT_EQ(c.mallocs, 0) << "malloc-family calls during moegrad_grad_x: " << what;
+  EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K, true), "") << what;
+}
+
+TEST(NoAllocation, RunOnWarmContext) {
+  for (moegrad_isa isa : available_isas()) {
+    for (int32_t threads : {1, 2, 4}) {
+      moegrad::Context ctx = make_context(isa, threads);
+      for (int32_t type : {0, 1}) {
+        Problem p(medium(type, type ? kBF16 : kF32));
+        expect_no_allocation(ctx.get(), p,
+                             std::string(moegrad_isa_name(isa)) + " threads=" + std::to_string(threads) +
+                                 " type=" + std::to_string(type));
+      }
+    }
+  }
+}
+
+TEST(NoAllocation, RunOnDefaultContext) {
+  Problem p(medium(0, kF16));
+  expect_no_allocation(nullptr, p, "default context");
+}
+
+// Runs with fewer threads than planned (the run context is smaller).
+TEST(NoAllocation, RunOnSmallerContextThanPlanned) {
+  moegrad::Context plan_ctx = make_context(MOEGRAD_ISA_AUTO, 4);
+  moegrad::Context run_ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  Problem p(medium(1, kF32));
+  size_t bytes = 0;
+  moegrad_executor* raw = nullptr;
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), plan_ctx.get(), &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  ExecutorPtr warm = own(raw);
+  Workspace ws = make_workspace(bytes, 0, {0x00});
+  ASSERT_EQ(moegrad_grad_x(ws.ptr, ws.bytes, warm.get(), run_ctx.get()), MOEGRAD_STATUS_SUCCESS);
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), plan_ctx.get(), &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  ExecutorPtr ex = own(raw);
+  moegrad_status st = MOEGRAD_STATUS_INTERNAL;
+  const Counts c = counted([&] { st = moegrad_grad_x(ws.ptr, ws.bytes, ex.get(), run_ctx.get()); });
+  ASSERT_EQ(st, MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  EXPECT_EQ(c.news, 0);
+  EXPECT_EQ(c.mallocs, 0);
+}
+
+}  // namespace
+}  // namespace mgh

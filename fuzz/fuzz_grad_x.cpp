@@ -5,4 +5,9 @@
 #include "fuzz_target.h"
 #include "grad_x_case.h"
 
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  mgh::prepare_grad_x_contexts();
+  return 0;
+}
+
 MGH_FUZZ_TARGET("fuzz_grad_x", mgh::check_grad_x_input)

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -148,6 +149,9 @@ struct PositionsCase {
   int64_t batch, top_k;
   std::vector<int64_t> positions;  // one per expanded row, -1 = padding
 };
+
+// gtest would otherwise print the struct's bytes, padding included.
+void PrintTo(const PositionsCase& c, std::ostream* os) { *os << c.name; }
 
 class LargePositions : public ::testing::TestWithParam<PositionsCase> {};
 

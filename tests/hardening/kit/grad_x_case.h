@@ -20,6 +20,12 @@ namespace mgh {
 // "" if the input passes every check, else what went wrong (with the case).
 std::string check_grad_x_input(const uint8_t* data, size_t size);
 
+// Creates every context the cases use (all ISAs x 1..4 threads) and lets
+// their pool threads settle. A fuzzer calls it once before the first input:
+// a pool thread starting up *during* an input would add coverage at a
+// timing-dependent moment and make a fixed-seed run non-deterministic.
+void prepare_grad_x_contexts();
+
 // The decoded case in words (for reports and corpus notes).
 std::string describe_grad_x_input(const uint8_t* data, size_t size);
 

@@ -4,10 +4,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <utility>
 
 #include "driver/packed_gemm.h"
-#include "driver/prefetcher.h"
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "runtime/fp_env.h"
@@ -44,12 +42,11 @@ GemmOperand expert_weight(const GradXProblem& p, int64_t g) {
 
 // The grad-x GEMM of expert g: A = grad_y [M, N], B = weight[g] seen as [K, N].
 void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows, size_t count,
-                 int64_t k0, int64_t kn, float* c, size_t ldc, PackScratch* scratch,
-                 const GemmOperand* next_b = nullptr, Prefetcher* extra = nullptr) {
+                 int64_t k0, int64_t kn, float* c, size_t ldc, PackScratch* scratch) {
   const GemmBlocking blk{plan.kernels, p.dtype, plan.kc};
   const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
   packed_gemm_tile(blk, a, rows, count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), 0, p.N,
-                   c, ldc, scratch, g, next_b, extra);
+                   c, ldc, scratch, g);
 }
 
 // The rows of one ring slot: up to ms expanded rows of one expert whose token
@@ -125,36 +122,17 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
 
   float* slot = region<float>(base, plan.ring, worker);
-  int32_t* lists = region<int32_t>(base, plan.row_lists, worker);
+  int32_t* list = region<int32_t>(base, plan.row_lists, worker);
   PackScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
-  const size_t elem = static_cast<size_t>(dtype_bytes(p.dtype));
 
   zero_block(p, t0, t1, k0, kn);
-  // Two row lists: while slot `cur` computes, the rows of `next` are known,
-  // so their grad_y rows and grad_x rows are prefetched (seed: parallNum >= 2).
-  Slot cur{lists, lists + plan.ms}, next{lists + 2 * plan.ms, lists + 3 * plan.ms};
+  Slot slot_rows{list, list + plan.ms};
   SlotGatherer gather(p, t, t0, t1, plan.ms);
-  bool have = gather.next(&cur);
-  while (have) {
-    const bool have_next = gather.next(&next);
-    Prefetcher extra;
-    GemmOperand next_b{};
-    if (have_next) {
-      if (p.gy_col == 1)
-        extra.add({p.grad_y, p.gy_row * static_cast<int64_t>(elem), next.rows, next.count,
-                   std::min(plan.kc, static_cast<size_t>(p.N)) * elem, false});
-      if (p.gx_col == 1)
-        extra.add({grad_x_at(p, 0, k0), p.gx_row * static_cast<int64_t>(sizeof(float)), next.tokens, next.count,
-                   static_cast<size_t>(kn) * sizeof(float), true});
-      next_b = expert_weight(p, next.expert);
-    }
-    grad_x_tile(p, plan, cur.expert, cur.rows, cur.count, k0, kn, slot, plan.nc, &scratch,
-                have_next && next.expert != cur.expert ? &next_b : nullptr, &extra);
+  while (gather.next(&slot_rows)) {
+    grad_x_tile(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, plan.nc, &scratch);
     // Scatter-add while the slot is hot, rows in ascending order.
-    for (size_t r = 0; r < cur.count; ++r)
-      add_into_grad_x(p, *plan.kernels, cur.tokens[r], k0, kn, slot + r * plan.nc);
-    std::swap(cur, next);
-    have = have_next;
+    for (size_t r = 0; r < slot_rows.count; ++r)
+      add_into_grad_x(p, *plan.kernels, slot_rows.tokens[r], k0, kn, slot + r * plan.nc);
   }
 }
 

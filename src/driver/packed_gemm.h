@@ -39,14 +39,8 @@ struct GemmBlocking {
 // r < count, j < cols, as one fp32 FMA chain per element in ascending p,
 // starting at +0.0 (SPEC §5). c has leading dimension ldc. b_key: a caller's
 // name for this B panel (>= 0 enables reuse across calls), or -1.
-// next_b: where the caller's next tile reads B (same j0, cols, p0), so its
-// first block can be prefetched during this tile's last one; may be null.
-// extra: more prefetches to spread over this tile's last block (e.g. the
-// caller's next gathered rows); may be null.
-class Prefetcher;
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
-                      size_t ldc, PackScratch* scratch, int64_t b_key, const GemmOperand* next_b = nullptr,
-                      Prefetcher* extra = nullptr);
+                      size_t ldc, PackScratch* scratch, int64_t b_key);
 
 }  // namespace moegrad::driver

@@ -80,7 +80,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
             place(&cursor, ms_pad * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
             place(&cursor, nc_pad * plan.kc * sizeof(float), plan.workers, &plan.b_pack) &&
-            place(&cursor, 2 * plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
+            place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
             !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);
   if (!ok)
     return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "workspace size overflows size_t (M=%" PRId64 ", G=%" PRId64 ")",

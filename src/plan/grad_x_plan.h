@@ -17,7 +17,7 @@
 //   ring          workers x ms x nc f32    one C tile slot per worker
 //   a_pack        workers x ms_pad x kc    packed grad_y rows (widened to f32)
 //   b_pack        workers x nc_pad x kc    packed weight columns
-//   row_lists     workers x 2 x ms x 2 int32  (row, token) of the current and next slot
+//   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
 // plus 511 bytes so any workspace pointer can be aligned. Only token_of_row
 // grows with M.
 #pragma once

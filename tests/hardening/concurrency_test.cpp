@@ -5,6 +5,7 @@
 //  * executors planned on one thread and run on others;
 //  * one executor raced by several threads runs exactly once;
 //  * the last-error message is per thread;
+//  * settings changed on a context while other threads run on it;
 //  * contexts created, resized and destroyed concurrently.
 // Every result is checked bit for bit against SPEC §5's order.
 #include <moegrad/moegrad.h>
@@ -193,6 +194,27 @@ TEST(Concurrency, LastErrorMessageIsPerThread) {
     }
     return "";
   });
+}
+
+// The header: "A context may be used from several threads at once". Here one
+// thread keeps changing the context's settings (thread count, ISA) while
+// others plan and run on it: every run must still give the contract bits,
+// and - under TSan - without a data race on the settings.
+TEST(Concurrency, SettingsChangedWhileOtherThreadsRun) {
+  const Shared& s = shared();
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  std::atomic<bool> done{false};
+  std::thread setter([&] {
+    const std::vector<moegrad_isa> isas = available_isas();
+    for (int i = 0; !done.load(); ++i) {
+      moegrad_context_set_num_threads(ctx.get(), 1 + i % 4);
+      moegrad_context_set_isa(ctx.get(), isas[static_cast<size_t>(i) % isas.size()]);
+      std::this_thread::yield();
+    }
+  });
+  run_threads(3, [&](int t) { return worker(t, 2, [&](int, int) { return ctx.get(); }); });
+  done = true;
+  setter.join();
 }
 
 // Contexts (each with its own pool) created, resized and destroyed from many

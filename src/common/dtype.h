@@ -57,4 +57,36 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
+// binary32 -> binary16, round to nearest even in integer arithmetic (the
+// compiler's _Float16 is a slow libgcc call without F16C, and clang 14 has no
+// _Float16 on x86 at all). Overflow gives infinity; a NaN is quieted and keeps
+// its sign and top payload bits, as F16C's vcvtps2ph does.
+inline uint16_t f32_to_f16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint32_t sign = x & 0x80000000u;
+  x ^= sign;
+  uint32_t h;
+  if (x > 0x7f800000u) {
+    h = 0x7e00u | ((x >> 13) & 0x3ffu);
+  } else if (x >= 0x47800000u) {  // >= 65520 rounds to infinity
+    h = 0x7c00u;
+  } else if (x < 0x38800000u) {  // below 2^-14: subnormal or zero
+    // Adding 0.5f puts the f16 subnormal ulp (2^-24) at the f32 ulp of 0.5,
+    // so the FPU's own round-to-nearest-even does the rounding.
+    float v;
+    std::memcpy(&v, &x, sizeof v);
+    v += 0.5f;
+    uint32_t r;
+    std::memcpy(&r, &v, sizeof r);
+    h = r - 0x3f000000u;
+  } else {
+    const uint32_t mantissa_odd = (x >> 13) & 1u;
+    x += 0xc8000fffu;  // rebias 127 -> 15 ((15 - 127) << 23, wrapping) + half ulp - 1
+    x += mantissa_odd;  // ties to even
+    h = x >> 13;
+  }
+  return static_cast<uint16_t>(h | (sign >> 16));
+}
+
 }  // namespace moegrad

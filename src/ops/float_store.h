@@ -10,9 +10,7 @@
 
 namespace moegrad::ops {
 
-// IEEE binary16, by the compiler's _Float16 (round to nearest even,
-// overflow to infinity, NaN stays NaN).
-inline uint16_t f32_to_f16(float v) { return std::bit_cast<uint16_t>(static_cast<_Float16>(v)); }
+using moegrad::f32_to_f16;  // round to nearest even (common/dtype.h)
 
 // bfloat16: round to nearest even on the top 16 bits; a NaN is quieted and
 // keeps its sign (the carry of the rounding must not turn it into infinity).

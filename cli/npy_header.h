@@ -14,9 +14,33 @@
 namespace moegrad::cli {
 
 // A malformed or unsupported .npy file; the loader prefixes the path.
+// Messages quote text from the file, which may hold any byte: control
+// characters are escaped (\n, \xNN) so a message is always one line.
 class NpyError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit NpyError(const std::string& message) : std::runtime_error(escape_controls(message)) {}
+
+ private:
+  static std::string escape_controls(const std::string& s) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(s.size());
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c < 0x20 || c == 0x7f) {
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      } else {
+        out += ch;
+      }
+    }
+    return out;
+  }
 };
 
 struct NpyHeader {

@@ -112,7 +112,7 @@ moegrad_status moegrad_context::resize_pool() {
   try {
     pool_ = std::make_shared<moegrad::runtime::ThreadPool>(num_threads);
   } catch (const std::exception& e) {  // bad_alloc, or std::system_error from std::thread
-    return moegrad::fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot start a pool of %d threads: %s", num_threads, e.what());
+    return moegrad::fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot start a pool of %d threads: %s", num_threads.load(), e.what());
   }
   return MOEGRAD_STATUS_SUCCESS;
 }
@@ -163,7 +163,10 @@ moegrad_status moegrad_context_set_isa(moegrad_context* ctx, moegrad_isa isa) {
     ctx->isa = moegrad::kernels::best_isa();
     return MOEGRAD_STATUS_SUCCESS;
   }
-  return moegrad::resolve_isa(isa, &ctx->isa);
+  moegrad_isa resolved = MOEGRAD_ISA_SCALAR;
+  if (auto s = moegrad::resolve_isa(isa, &resolved)) return s;
+  ctx->isa = resolved;
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 moegrad_status moegrad_context_get_isa(const moegrad_context* ctx, moegrad_isa* isa) {

@@ -1,18 +1,21 @@
 // The opaque moegrad_context: settings plus the thread pool that runs them.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
 #include "moegrad/moegrad.h"
 #include "runtime/thread_pool.h"
 
+// The settings are atomics: a context may be shared by threads, and a setter
+// may run while another thread plans or runs (each reads a setting once).
 struct moegrad_context {
-  int32_t num_threads = 1;     // resolved, >= 1
-  int32_t default_threads = 1; // from MOEGRAD_NUM_THREADS or the CPU count
-  moegrad_isa isa = MOEGRAD_ISA_SCALAR;  // resolved, never AUTO
+  std::atomic<int32_t> num_threads{1};           // resolved, >= 1
+  int32_t default_threads = 1;                   // from MOEGRAD_NUM_THREADS or the CPU count
+  std::atomic<moegrad_isa> isa{MOEGRAD_ISA_SCALAR};  // resolved, never AUTO
   moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
-  bool fast_bf16 = false;
+  std::atomic<bool> fast_bf16{false};
 
   // The pool of num_threads threads (rebuilt by set_num_threads when that
   // changes, so a run itself never allocates).

@@ -23,19 +23,23 @@ moegrad_status resolve_context(const moegrad_context* ctx, const moegrad_context
 moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex) {
   if (auto s = resolve_context(ctx, &ctx)) return s;
   if (auto s = validate_grad_x_args(args, &ex->problem)) return s;
-  const kernels::GemmKernels* k = kernels::gemm_kernels_for(ctx->isa);
+  // Each setting read once: another thread may change the context meanwhile.
+  const moegrad_isa isa = ctx->isa;
+  const bool fast_bf16 = ctx->fast_bf16;
+  const int32_t threads = ctx->num_threads;
+  const kernels::GemmKernels* k = kernels::gemm_kernels_for(isa);
   if (k == nullptr)
-    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU", moegrad_isa_name(ctx->isa));
+    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU", moegrad_isa_name(isa));
   // The fast bf16 mode changes the order, so it is never a silent fallback:
   // either the AVX512_BF16 kernel or, when forced, its scalar emulation.
-  if (ctx->fast_bf16 && ex->problem.dtype == DType::kBF16) {
-    k = kernels::bf16_pair_kernels_for(ctx->isa);
+  if (fast_bf16 && ex->problem.dtype == DType::kBF16) {
+    k = kernels::bf16_pair_kernels_for(isa);
     if (k == nullptr)
       return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
                   "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
-                  moegrad_isa_name(ctx->isa));
+                  moegrad_isa_name(isa));
   }
-  return plan::make_grad_x_plan(ex->problem, *k, ctx->num_threads, &ex->plan);
+  return plan::make_grad_x_plan(ex->problem, *k, threads, &ex->plan);
 }
 
 }  // namespace moegrad

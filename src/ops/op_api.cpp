@@ -58,7 +58,7 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
   if (executor->used.exchange(true))
     return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_%s: this executor was already run; plan again", name);
   auto pool = ctx->pool();
-  const int threads = std::min(ctx->num_threads, executor->op->workers());
+  const int threads = std::min<int>(ctx->num_threads, executor->op->workers());
   if (auto s = executor->op->run(workspace, *pool, threads)) return s;
   clear_last_error();
   return MOEGRAD_STATUS_SUCCESS;

@@ -201,7 +201,6 @@ TEST(Concurrency, LastErrorMessageIsPerThread) {
 // others plan and run on it: every run must still give the contract bits,
 // and - under TSan - without a data race on the settings.
 TEST(Concurrency, SettingsChangedWhileOtherThreadsRun) {
-  const Shared& s = shared();
   moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
   std::atomic<bool> done{false};
   std::thread setter([&] {

@@ -507,7 +507,11 @@ void decode(const uint8_t* data, size_t size, Case& c) {
 std::string describe_case(const Case& c) {
   std::string s = c.spec.describe() + " M=" + std::to_string(c.problem->M) + " L=" + std::to_string(c.problem->L) +
                   " fault=" + fault_name(c.fault);
-  if (c.fault != Fault::kNone) s += "(" + std::to_string(c.fault_detail) + ")";
+  if (c.fault != Fault::kNone) {
+    s += '(';
+    s += std::to_string(c.fault_detail);
+    s += ')';
+  }
   s += std::string(" misuse=") + misuse_name(c.misuse) + " raw_contents=" + (c.raw_contents ? "1" : "0") +
        " isa=" + moegrad_isa_name(c.isa) + " plan_threads=" + std::to_string(c.plan_threads) +
        " misalign=" + std::to_string(c.misalign);

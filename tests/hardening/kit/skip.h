@@ -11,9 +11,19 @@ namespace mgh {
 inline bool fuzz_skip(const std::string& name) {
   static const std::string list = [] {
     const char* e = std::getenv("MGH_FUZZ_SKIP");
-    return e ? "," + std::string(e) + "," : std::string();
+    // Built with += : GCC 12 misreports "," + std::string(...) (-Wrestrict, PR 105329).
+    std::string padded;
+    if (e != nullptr) {
+      padded = ",";
+      padded += e;
+      padded += ",";
+    }
+    return padded;
   }();
-  return !list.empty() && list.find("," + name + ",") != std::string::npos;
+  std::string key = ",";
+  key += name;
+  key += ",";
+  return !list.empty() && list.find(key) != std::string::npos;
 }
 
 }  // namespace mgh

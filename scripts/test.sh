@@ -11,3 +11,9 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOEGRAD_BUILD_TESTS=ON -DMOEGRA
   -DMOEGRAD_BUILD_PYTHON=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+# Robustness (README "Robustness"): sanitizers, fuzzers, valgrind. Each
+# script builds in its own directory and fails on any report.
+scripts/test_sanitizers.sh   # ASan+UBSan: every C++ test; TSan: the multithreaded ones
+scripts/test_fuzz.sh         # fuzz_grad_x and fuzz_npy, fixed runs and seed
+scripts/test_valgrind.sh     # a small case under valgrind memcheck

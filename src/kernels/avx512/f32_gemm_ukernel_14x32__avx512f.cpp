@@ -1,57 +1,29 @@
 #include <immintrin.h>
 
+#include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
-namespace {
-
-inline __mmask16 lane_mask(size_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
-}
-
-}  // namespace
 
 // 28 accumulators (14 rows x 2 vectors of 16 columns), 2 B vectors, A
 // broadcast from memory: 30 of 32 zmm registers.
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
                                      float* c, size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  const __mmask16 m0 = lane_mask(nr);
-  const __mmask16 m1 = lane_mask(nr > 16 ? nr - 16 : 0);
-  __m512 acc0[kMR], acc1[kMR];
-#pragma GCC unroll 14
-  for (size_t r = 0; r < kMR; ++r) {
-    acc0[r] = _mm512_setzero_ps();
-    acc1[r] = _mm512_setzero_ps();
-  }
-  // Unrolled with a guard so the accumulators never leave registers.
-  if (accumulate) {
-#pragma GCC unroll 14
-    for (size_t r = 0; r < kMR; ++r) {
-      if (r >= mr) break;
-      acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-      acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
-    }
-  }
+  CTile<kMR> t(c, ldc, mr, nr, accumulate);
   for (size_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_load_ps(b_packed);
     const __m512 b1 = _mm512_load_ps(b_packed + 16);
 #pragma GCC unroll 14
     for (size_t r = 0; r < kMR; ++r) {
       const __m512 a = _mm512_set1_ps(a_packed[r]);
-      acc0[r] = _mm512_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(a, b1, acc1[r]);
+      t.lo[r] = _mm512_fmadd_ps(a, b0, t.lo[r]);
+      t.hi[r] = _mm512_fmadd_ps(a, b1, t.hi[r]);
     }
     a_packed += kMR;
     b_packed += kNR;
   }
-#pragma GCC unroll 14
-  for (size_t r = 0; r < kMR; ++r) {
-    if (r < mr) {
-      _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
-      _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
-    }
-  }
+  t.store(c, ldc, mr);
 }
 
 void f32_add_row__avx512f(float* dst, const float* src, size_t n) {

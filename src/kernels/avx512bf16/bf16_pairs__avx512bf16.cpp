@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
 #include "kernels/gemm_kernels.h"
 
@@ -14,10 +15,6 @@ namespace {
 
 constexpr size_t kMR = 14;
 constexpr size_t kNR = 32;
-
-inline __mmask16 lane_mask(size_t n) {
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
-}
 
 // 16 pair-words of one row, from element n (even) on; elements at or past
 // `end` read as zero.
@@ -88,23 +85,7 @@ void pack_b_pairs(const void* src, int64_t k_stride, int64_t n_stride, size_t k0
 // 28 accumulators; per pair: 2 B loads, 14 pair broadcasts, 28 vdpbf16ps.
 void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const float* b_packed, float* c,
                                          size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  const __mmask16 m0 = lane_mask(nr);
-  const __mmask16 m1 = lane_mask(nr > 16 ? nr - 16 : 0);
-  __m512 acc0[kMR], acc1[kMR];
-#pragma GCC unroll 14
-  for (size_t r = 0; r < kMR; ++r) {
-    acc0[r] = _mm512_setzero_ps();
-    acc1[r] = _mm512_setzero_ps();
-  }
-  // Unrolled with a guard so the accumulators never leave registers.
-  if (accumulate) {
-#pragma GCC unroll 14
-    for (size_t r = 0; r < kMR; ++r) {
-      if (r >= mr) break;
-      acc0[r] = _mm512_maskz_loadu_ps(m0, c + r * ldc);
-      acc1[r] = _mm512_maskz_loadu_ps(m1, c + r * ldc + 16);
-    }
-  }
+  avx512::CTile<kMR> t(c, ldc, mr, nr, accumulate);
   const auto* a = reinterpret_cast<const int32_t*>(a_packed);
   for (size_t m = 0; m < (kc + 1) / 2; ++m) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b_packed);
@@ -112,19 +93,13 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
 #pragma GCC unroll 14
     for (size_t r = 0; r < kMR; ++r) {
       const __m512bh pair = (__m512bh)_mm512_set1_epi32(a[r]);
-      acc0[r] = _mm512_dpbf16_ps(acc0[r], b0, pair);
-      acc1[r] = _mm512_dpbf16_ps(acc1[r], b1, pair);
+      t.lo[r] = _mm512_dpbf16_ps(t.lo[r], b0, pair);
+      t.hi[r] = _mm512_dpbf16_ps(t.hi[r], b1, pair);
     }
     a += kMR;
     b_packed += kNR;
   }
-#pragma GCC unroll 14
-  for (size_t r = 0; r < kMR; ++r) {
-    if (r < mr) {
-      _mm512_mask_storeu_ps(c + r * ldc, m0, acc0[r]);
-      _mm512_mask_storeu_ps(c + r * ldc + 16, m1, acc1[r]);
-    }
-  }
+  t.store(c, ldc, mr);
 }
 
 }  // namespace

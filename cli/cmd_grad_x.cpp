@@ -23,7 +23,7 @@ constexpr char kHelp[] =
     "Usage: moegrad grad-x --grad-y GY.npy --weight W.npy --row-idx IDX.npy\n"
     "                      --group-list GL.npy --batch B --top-k T\n"
     "                      [--row-idx-type 0|1] [--group-list-type count|cumsum]\n"
-    "                      [--bf16] [--threads N] --out DX.npy\n"
+    "                      [--bf16 [--fast-bf16]] [--threads N] --out DX.npy\n"
     "\n"
     "Computes grad_x[b, k] = sum over expanded rows i of token b of\n"
     "sum_n grad_y[i, n] * weight[g(i), k, n] and writes it as float32 [B, K].\n"
@@ -40,11 +40,15 @@ constexpr char kHelp[] =
     "  --group-list-type     count (default): GL[g] = rows of expert g;\n"
     "                        cumsum: GL[g] = rows of experts 0..g\n"
     "  --bf16                GY and W are <u2 arrays holding raw bfloat16 bits\n"
+    "  --fast-bf16           with --bf16: AVX512_BF16 pair dot-products, outside the\n"
+    "                        SPEC 5 order but reproducible (README, 'Fast bf16 mode');\n"
+    "                        refused on CPUs without AVX512_BF16 unless MOEGRAD_ISA=scalar\n"
     "  --threads N           worker threads (default: MOEGRAD_NUM_THREADS or all CPUs)\n"
     "  --out DX.npy          output, <f4 C-order [B, K]; written via a temp file in the\n"
     "                        same directory and renamed, so it appears only on success\n"
     "\n"
-    "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA).\n"
+    "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA);\n"
+    "with --fast-bf16, for any --threads.\n"
     "Exit status: 0 success, 1 bad input data or library error, 2 usage error;\n"
     "on error one 'moegrad: error:' line on stderr, no new output file, and an\n"
     "existing DX.npy left as it was.\n";
@@ -52,7 +56,7 @@ constexpr char kHelp[] =
 constexpr FlagSpec kFlags[] = {
     {"--grad-y", true}, {"--weight", true},  {"--row-idx", true},      {"--group-list", true},
     {"--batch", true},  {"--top-k", true},   {"--row-idx-type", true}, {"--group-list-type", true},
-    {"--bf16", false},  {"--threads", true}, {"--out", true},
+    {"--bf16", false},  {"--threads", true}, {"--out", true},           {"--fast-bf16", false},
 };
 
 NpyArray load_input(const char* flag, const std::string& path) {
@@ -107,6 +111,8 @@ int cmd_grad_x(std::span<char* const> args) {
   const int64_t row_idx_type = flags.integer("--row-idx-type", 0, 1).value_or(0);
   const bool cumsum = flags.choice("--group-list-type", {"count", "cumsum"}, "count") == "cumsum";
   const bool bf16 = flags.has("--bf16");
+  const bool fast_bf16 = flags.has("--fast-bf16");
+  if (fast_bf16 && !bf16) usage_error("grad-x: --fast-bf16 applies to bf16 inputs only: pass --bf16 too");
   const std::optional<int64_t> threads = flags.integer("--threads", 1, INT32_MAX);
 
   AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
@@ -149,6 +155,7 @@ int cmd_grad_x(std::span<char* const> args) {
   };
   moegrad::Context ctx;
   if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
+  if (fast_bf16) ctx.set_fast_bf16(true);
   moegrad::GradXExecutor executor(op_args, ctx);
   AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
   executor.run(workspace.data(), workspace.size(), ctx);

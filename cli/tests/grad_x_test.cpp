@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,58 @@ TEST_P(GradXEncodingTest, WritesExactReference) {
 
 INSTANTIATE_TEST_SUITE_P(AllEncodings, GradXEncodingTest, ::testing::ValuesIn(all_encodings()),
                          [](const auto& info) { return encoding_name(info.param); });
+
+// Small integers keep every product and sum exact, so the fast bf16 order
+// gives the reference too; a CPU without AVX512_BF16 refuses it clearly.
+TEST_F(GradXTest, FastBf16OnBf16Inputs) {
+  const MoeProblem p = make_problem(6, 2, 4, 5, 7, 1);
+  const Encoding e{Elem::kBF16, 0, Index::kI64, false};
+  write_problem(p, e);
+  std::vector<std::string> a = args(p, e);
+  a.push_back("--fast-bf16");
+  const RunResult r = run_moegrad(a);
+  if (r.exit_code == 0) {
+    expect_values(read_grad_x("dx.npy", p.batch, p.k), p.expected_grad_x(), p.k);
+  } else {
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("AVX512_BF16"), std::string::npos) << r.err;
+  }
+}
+
+// The flag reaches the library: on the AVX2 path the exact mode runs and the
+// fast mode is refused (it never falls back silently).
+TEST_F(GradXTest, FastBf16IsRefusedOnAvx2) {
+  const MoeProblem p = make_problem(6, 2, 4, 5, 7, 1);
+  const Encoding e{Elem::kBF16, 0, Index::kI64, false};
+  write_problem(p, e);
+  const char* saved = std::getenv("MOEGRAD_ISA");
+  const std::string saved_value = saved ? saved : "";
+  setenv("MOEGRAD_ISA", "avx2", 1);
+  const RunResult exact = run_moegrad(args(p, e, "exact.npy"));
+  std::vector<std::string> a = args(p, e, "fast.npy");
+  a.push_back("--fast-bf16");
+  const RunResult fast = run_moegrad(a);
+  if (saved) {
+    setenv("MOEGRAD_ISA", saved_value.c_str(), 1);
+  } else {
+    unsetenv("MOEGRAD_ISA");
+  }
+  if (exact.exit_code != 0) GTEST_SKIP() << "no AVX2 path here: " << exact.err;
+  EXPECT_EQ(fast.exit_code, 1);
+  EXPECT_NE(fast.err.find("fast bf16 mode needs AVX512_BF16"), std::string::npos) << fast.err;
+}
+
+TEST_F(GradXTest, FastBf16NeedsBf16Inputs) {
+  const MoeProblem p = make_problem(6, 2, 4, 5, 7, 1);
+  const Encoding e;
+  write_problem(p, e);
+  std::vector<std::string> a = args(p, e);
+  a.push_back("--fast-bf16");
+  const RunResult r = run_moegrad(a);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--fast-bf16 applies to bf16 inputs only"), std::string::npos) << r.err;
+  EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy"}));
+}
 
 TEST_F(GradXTest, ThreadCountsGiveIdenticalBytes) {
   const MoeProblem p = make_problem(40, 3, 6, 33, 65, 7);

@@ -71,15 +71,15 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
   plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), k.mr), k.mr, round_up(240, k.mr));
 
-  const size_t ms_pad = round_up(plan.ms, k.mr), nc_pad = round_up(plan.nc, k.nr);
+  // ms and nc are multiples of MR and NR, so the packed panels need no padding.
   size_t cursor = 0;
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&
             place_shared(&cursor, table_bytes, &plan.token_of_row) &&
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
-            place(&cursor, ms_pad * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
-            place(&cursor, nc_pad * plan.kc * sizeof(float), plan.workers, &plan.b_pack) &&
+            place(&cursor, plan.ms * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
+            place(&cursor, plan.nc * plan.kc * sizeof(float), plan.workers, &plan.b_pack) &&
             place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
             !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);
   if (!ok)

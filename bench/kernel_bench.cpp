@@ -52,6 +52,27 @@ void BM_ukernel(benchmark::State& state) {
   state.SetLabel(moegrad_isa_name(k->isa));
 }
 
+// The row-vector engine's tile (AVX-512): a weight strip in L1, grad_y
+// panels cycling through an L2-sized set as in the driver. rows = 32 is the
+// full tile, 16 the one-vector tail.
+void BM_rowvec_ukernel(benchmark::State& state) {
+  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, 0);
+  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("AVX-512 not available on this CPU");
+  const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
+  const size_t kc = static_cast<size_t>(state.range(0)), rows = static_cast<size_t>(state.range(1));
+  const size_t panels = 8;
+  Buffer a = make_buffer(panels * kc * rv.panel, 0.5f), w = make_buffer(rv.strip_floats, 0.25f);
+  Buffer c = make_buffer(rv.strip * rv.panel, 0.0f);
+  size_t i = 0;
+  for (auto _ : state) {
+    rv.ukernel(kc, w.get(), a.get() + (i++ % panels) * kc * rv.panel, c.get(), rv.panel, rows, rv.strip, false, {});
+    benchmark::DoNotOptimize(c.get());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * rv.strip * kc),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
 // Packing one weight micro-panel (NR columns x kc) from a row-major
 // [K, N] matrix: the transpose path the driver takes for [G, K, N] weights.
 void BM_pack_b(benchmark::State& state) {
@@ -104,6 +125,7 @@ BENCHMARK(BM_ukernel)
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1});
+BENCHMARK(BM_rowvec_ukernel)->ArgNames({"kc", "rows"})->Args({256, 32})->Args({256, 16});
 BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 

@@ -181,6 +181,92 @@ TEST_P(VectorPaths, ConcurrentRunsOnOneContext) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, VectorPaths, ::testing::Values(MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512), isa_param_name);
 
+// ---- the two AVX-512 GEMM engines -------------------------------------------
+
+// Shapes around the row-vector engine's tiles (14 grad_x columns per strip,
+// 16/32 grad_y rows per panel, reduction blocks of 256): K and N below, at
+// and past them, rows per expert from 0 to ~70.
+std::vector<ProblemSpec> engine_specs() {
+  struct S {
+    Dims d;
+    uint64_t seed;
+  } shapes[] = {
+      {{.batch = 40, .top_k = 3, .experts = 5, .K = 75, .N = 260}, 7},   // tails in K, 2 reduction blocks
+      {{.batch = 33, .top_k = 2, .experts = 2, .K = 14, .N = 513}, 8},   // one strip, 3 blocks
+      {{.batch = 70, .top_k = 1, .experts = 1, .K = 29, .N = 16}, 9},    // 70 rows: 2 full panels + 6
+      {{.batch = 17, .top_k = 1, .experts = 1, .K = 13, .N = 1}, 10},    // one 16-row vector + 1
+      {{.batch = 9, .top_k = 4, .experts = 6, .K = 1, .N = 3}, 11},      // K = 1
+      {{.batch = 64, .top_k = 2, .experts = 4, .K = 300, .N = 40}, 12},  // several strips per block
+  };
+  std::vector<ProblemSpec> specs;
+  for (const S& sh : shapes) {
+    ProblemSpec s = make_spec(sh.d, static_cast<int32_t>(sh.seed % 2), 0.9, sh.seed);
+    s.routing.empty_experts = sh.d.experts > 2 ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+    s.value_seed = sh.seed;
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+// MOEGRAD_ENGINE forces either engine on AVX-512; both must give the scalar
+// path's bits for every dtype and thread count.
+TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  for (ProblemSpec spec : engine_specs()) {
+    for (DType dtype : kDTypes) {
+      spec.dtype = dtype;
+      const Problem p(spec);
+      const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+      EXPECT_TRUE(within_bound(want, reference_f64(p), p.N, p.top_k, "scalar " + p.describe()));
+      for (const char* engine : {"packed", "rowvec", "auto"}) {
+        ScopedEnv env("MOEGRAD_ENGINE", engine);
+        for (int32_t threads : {1, 3}) {
+          const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = threads};
+          EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=" + engine + " vs scalar"));
+        }
+      }
+    }
+  }
+}
+
+// The setting really switches engines (so the test above compares two): the
+// row-vector engine's workspace holds a weight strip instead of a packed
+// weight panel, so its size differs.
+TEST(Engines, TheSettingSelectsTheEngine) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  const Problem p(medium_spec(DType::kF32, 0));
+  size_t bytes[2];
+  const char* names[2] = {"packed", "rowvec"};
+  for (int e = 0; e < 2; ++e) {
+    ScopedEnv env("MOEGRAD_ENGINE", names[e]);
+    Outcome out;
+    compute(p, {.isa = MOEGRAD_ISA_AVX512, .threads = 1}, &out);
+    ASSERT_TRUE(out.ok()) << out.describe();
+    bytes[e] = out.workspace_bytes;
+  }
+  EXPECT_NE(bytes[0], bytes[1]);
+}
+
+// Layouts the row-vector engine cannot read (a strided reduction or grad_x
+// row) fall back to the packed engine; padded rows it reads itself. The same
+// bits either way.
+TEST(Engines, RowvecFallsBackOnStridedLayouts) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  ScopedEnv env("MOEGRAD_ENGINE", "rowvec");
+  const auto& want = scalar_baseline(DType::kBF16, 1);
+  std::vector<Layout> layouts(4);
+  layouts[0].grad_y_column_major = true;
+  layouts[1].weight_nk_buffer = true;
+  layouts[2].grad_x_column_major = true;
+  layouts[3].grad_y_row_pad = 5;
+  layouts[3].grad_x_row_pad = 3;
+  for (const Layout& layout : layouts) {
+    const Problem p(medium_spec(DType::kBF16, 1), layout);
+    const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2};
+    EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=rowvec vs scalar"));
+  }
+}
+
 // The opt-in fast bf16 mode is outside the §5 order but must be
 // reproducible: the same bits for every thread count and on every path that
 // accepts it (the scalar path is its emulation and must accept it; a vector

@@ -38,6 +38,18 @@ moegrad_status parse_isa(const char* text, moegrad_isa* isa) {
               "MOEGRAD_ISA='%s' is not one of auto, scalar, avx2, avx512", text);
 }
 
+moegrad_status parse_engine(const char* text, plan::Engine* engine) {
+  static const struct { const char* name; plan::Engine engine; } kNames[] = {
+      {"auto", plan::Engine::kAuto}, {"packed", plan::Engine::kPacked}, {"rowvec", plan::Engine::kRowvec}};
+  for (const auto& n : kNames) {
+    if (std::strcmp(text, n.name) == 0) {
+      *engine = n.engine;
+      return MOEGRAD_STATUS_SUCCESS;
+    }
+  }
+  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "MOEGRAD_ENGINE='%s' is not one of auto, packed, rowvec", text);
+}
+
 moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
   if (requested == MOEGRAD_ISA_AUTO) {
     *resolved = kernels::best_isa();
@@ -76,6 +88,9 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (moegrad_status s = resolve_isa(requested, &ctx->default_isa); s != MOEGRAD_STATUS_SUCCESS)
     return s;
   ctx->isa = ctx->default_isa;
+  if (const char* env = std::getenv("MOEGRAD_ENGINE"); env != nullptr && *env != '\0') {
+    if (moegrad_status s = parse_engine(env, &ctx->engine); s != MOEGRAD_STATUS_SUCCESS) return s;
+  }
   return ctx->resize_pool();
 }
 

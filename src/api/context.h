@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "moegrad/moegrad.h"
+#include "plan/engine.h"
 #include "runtime/thread_pool.h"
 
 // The settings are atomics: a context may be shared by threads, and a setter
@@ -16,6 +17,7 @@ struct moegrad_context {
   std::atomic<moegrad_isa> isa{MOEGRAD_ISA_SCALAR};  // resolved, never AUTO
   moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
   std::atomic<bool> fast_bf16{false};
+  moegrad::plan::Engine engine = moegrad::plan::Engine::kAuto;  // MOEGRAD_ENGINE; fixed at creation
 
   // The pool of num_threads threads (rebuilt by set_num_threads when that
   // changes, so a run itself never allocates).
@@ -29,7 +31,8 @@ struct moegrad_context {
 
 namespace moegrad {
 
-// Fills ctx from the environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA).
+// Fills ctx from the environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA,
+// MOEGRAD_ENGINE).
 moegrad_status init_context_from_env(moegrad_context* ctx);
 
 // The process-wide context used when NULL is passed (created on first use).

@@ -8,6 +8,7 @@
 #include "driver/packed_gemm.h"
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
+#include "driver/rowvec_gemm.h"
 #include "runtime/fp_env.h"
 
 namespace moegrad::driver {
@@ -128,6 +129,19 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   zero_block(p, t0, t1, k0, kn);
   Slot slot_rows{list, list + plan.ms};
   SlotGatherer gather(p, t, t0, t1, plan.ms);
+  if (plan.rowvec) {
+    const RowvecScratch rs{scratch.a_pack, scratch.b_pack};
+    const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
+    while (gather.next(&slot_rows)) {
+      rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, a, slot_rows.rows, slot_rows.count,
+                       expert_weight(p, slot_rows.expert), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N,
+                       slot, plan.ms, rs);
+      // Scatter-add while the slot is hot, rows in ascending order.
+      plan.rowvec->add_cols(slot, plan.ms, slot_rows.count, static_cast<size_t>(kn), grad_x_at(p, 0, k0), p.gx_row,
+                            slot_rows.tokens, true);
+    }
+    return;
+  }
   while (gather.next(&slot_rows)) {
     grad_x_tile(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, plan.nc, &scratch);
     // Scatter-add while the slot is hot, rows in ascending order.
@@ -173,8 +187,21 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
       const int64_t seg_end = std::min(i1, gs[g + 1]);
       if (seg_end == i) continue;
       for (int64_t r = i; r < seg_end; ++r) rows[r - i] = static_cast<int32_t>(r);
-      grad_x_tile(p, plan, g, rows, static_cast<size_t>(seg_end - i), k0, kn,
-                  d_expanded_x + static_cast<size_t>(i) * K + static_cast<size_t>(k0), K, &scratch);
+      const size_t count = static_cast<size_t>(seg_end - i);
+      float* dst = d_expanded_x + static_cast<size_t>(i) * K + static_cast<size_t>(k0);
+      if (plan.rowvec) {
+        // Through the slot, transposed back into d_expanded_x's rows.
+        float* slot = region<float>(base, plan.ring, worker);
+        rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows, count,
+                         expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, slot, plan.ms,
+                         RowvecScratch{scratch.a_pack, scratch.b_pack});
+        int32_t* local = rows + plan.ms;
+        for (size_t r = 0; r < count; ++r) local[r] = static_cast<int32_t>(r);
+        plan.rowvec->add_cols(slot, plan.ms, count, static_cast<size_t>(kn), dst, static_cast<int64_t>(K), local,
+                              false);
+      } else {
+        grad_x_tile(p, plan, g, rows, count, k0, kn, dst, K, &scratch);
+      }
       i = seg_end;
     }
   });

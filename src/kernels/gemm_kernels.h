@@ -37,6 +37,57 @@ using PackBFn = void (*)(const void* src, int64_t k_stride, int64_t n_stride, si
 // dst[j] += src[j] for j < n: one f32 add per element, the scatter-add step.
 using AddRowFn = void (*)(float* dst, const float* src, size_t n);
 
+// The row-vector engine (AVX-512 only): the transpose of the tile above,
+// vectorised along grad_y rows instead of weight rows. The weight is only
+// copied (never transposed) into a strip, so an expert whose weight is used
+// by few rows does not pay a transpose per weight element:
+//
+//   Ct[c][r] = (accumulate ? Ct[c][r] : +0.0f), then for p = 0..kc-1:
+//   Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r])
+//
+// The same FMA chain per element as GemmUkernelFn, hence the same bits.
+// Lines a micro-kernel call asks the memory system for while it computes,
+// one per reduction step: `rows` rows of `lines` cache lines each, starting
+// at `first`, `stride` bytes apart (the next weight strip, which the
+// hardware prefetchers would not anticipate).
+struct PrefetchRect {
+  const std::byte* first = nullptr;
+  int64_t stride = 0;
+  size_t rows = 0;
+  size_t lines = 0;
+};
+
+using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
+                                 size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch);
+using RowvecPackPanelFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count,
+                                   size_t n0, size_t kc, float* a_panel);
+using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0,
+                                   size_t kc, float* w_strip);
+using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
+                           const int32_t* tokens, bool add);
+
+struct RowvecKernels {
+  size_t strip;         // weight rows (grad_x columns) per strip: STRIP
+  size_t panel;         // grad_y rows per panel: PANEL (a multiple of 16)
+  size_t max_kc;        // the longest reduction block a strip holds
+  size_t strip_floats;  // size of one strip buffer
+  // Ct tile from a strip ([STRIP][the kernel's own ld]) and a panel
+  // ([kc][PANEL], rows >= `rows` zero). ct is [cols][ldct]; rows are computed
+  // in whole 16-row vectors (up to round_up(rows, 16) <= ldct), and only Ct
+  // rows c < cols are read and written.
+  RowvecUkernelFn ukernel;
+  // A[p][r] = grad_y[rows[r], n0 + p] for r < count (<= PANEL), zero up to
+  // PANEL, widened to f32; grad_y's reduction dimension must be contiguous.
+  RowvecPackPanelFn pack_panel[kNumDTypes];
+  // W[c][p] = weight_g[k0 + c, n0 + p] for c < count (<= STRIP), zero rows up
+  // to STRIP, widened to f32; the weight's N dimension must be contiguous.
+  RowvecCopyStripFn copy_strip[kNumDTypes];
+  // The scatter-add, transposing: for r < rows in ascending order,
+  // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols (or = when
+  // !add: the non-fused path writing d_expanded_x).
+  AddColsFn add_cols;
+};
+
 struct GemmKernels {
   moegrad_isa isa;
   size_t mr;
@@ -45,6 +96,7 @@ struct GemmKernels {
   PackAFn pack_a[kNumDTypes];  // indexed by DType
   PackBFn pack_b[kNumDTypes];
   AddRowFn add_row;
+  const RowvecKernels* rowvec;  // nullptr where the ISA has no row-vector engine
 };
 
 // The table for an ISA (never AUTO); nullptr if this CPU cannot run it.

@@ -27,10 +27,31 @@ bool place_shared(size_t* cursor, size_t bytes, Region* r) {
   return r->bytes >= bytes && !__builtin_add_overflow(*cursor, r->bytes, cursor);
 }
 
+// Up to this many rows per expert (on average) the row-vector engine wins:
+// the packed engine transposes every weight element once per slot, which
+// its rows' GEMM cannot hide when they are few (zmoe: ~137 rows, 10-20%
+// of the time), while the row-vector engine only copies weights. With many
+// rows per expert (large-token: ~3700, K = 128) the transpose is amortised
+// and the packed engine's tiles fit K exactly (measured: 0.91-0.96x the
+// packed engine's time at 64-256 rows, 1.0x at 1024, 1.09x on large-token).
+constexpr int64_t kRowvecMaxRowsPerExpert = 1024;
+
+// The row-vector engine (driver/rowvec_gemm.h) needs contiguous reductions
+// and grad_x rows.
+bool use_rowvec(const GradXProblem& p, const kernels::GemmKernels& k, Engine engine) {
+  if (k.rowvec == nullptr || p.gy_col != 1 || p.w_n != 1 || p.gx_col != 1) return false;
+  switch (engine) {
+    case Engine::kPacked: return false;
+    case Engine::kRowvec: return true;
+    case Engine::kAuto: break;
+  }
+  return p.M <= kRowvecMaxRowsPerExpert * std::max<int64_t>(p.G, 1);
+}
+
 }  // namespace
 
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& k, int workers,
-                                GradXPlan* out) {
+                                Engine engine, GradXPlan* out) {
   GradXPlan plan;
   plan.kernels = &k;
   plan.workers = std::max(workers, 1);
@@ -46,12 +67,16 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // packing of grad_y dominates and splitting tokens is cheaper) nor wider
   // than 512 (the packed weight panel, 512 x kc, must stay in L2).
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
+  plan.rowvec = use_rowvec(p, k, engine) ? k.rowvec : nullptr;
+  // Granularity of slot rows and grad_x columns: the engine's register tile.
+  const size_t row_unit = plan.rowvec ? plan.rowvec->panel : k.mr;
+  const size_t col_unit = plan.rowvec ? plan.rowvec->strip : k.nr;
   // One worker needs no split at all: every extra item repacks panels.
   const int64_t want_items = plan.workers == 1 ? 1 : 4 * static_cast<int64_t>(plan.workers);
   plan.kc = std::min<size_t>(N, 256);
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
-  plan.nc = std::clamp(round_up(per_item, k.nr), std::min(round_up(K, k.nr), round_up(256, k.nr)),
-                       std::min(round_up(K, k.nr), round_up(512, k.nr)));
+  plan.nc = std::clamp(round_up(per_item, col_unit), std::min(round_up(K, col_unit), round_up(256, col_unit)),
+                       std::min(round_up(K, col_unit), round_up(512, col_unit)));
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
 
   // Too few column blocks for the workers: split the tokens into chunks.
@@ -69,7 +94,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // expert rarely needs a second slot (which would pack its weights again),
   // at most 252 rows (the slot, ms x nc, then fits in L2 beside the panels).
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
-  plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), k.mr), k.mr, round_up(240, k.mr));
+  plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, round_up(240, row_unit));
 
   // ms and nc are multiples of MR and NR, so the packed panels need no padding.
   size_t cursor = 0;
@@ -79,7 +104,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
             place(&cursor, plan.ms * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
-            place(&cursor, plan.nc * plan.kc * sizeof(float), plan.workers, &plan.b_pack) &&
+            place(&cursor, (plan.rowvec ? plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),
+                  plan.workers, &plan.b_pack) &&
             place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
             !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);
   if (!ok)

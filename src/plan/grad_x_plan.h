@@ -14,9 +14,12 @@
 // Workspace (offsets from a 512-byte aligned base, each region 512-aligned):
 //   token_of_row  int32[M]                 expanded row -> token, -1 = none
 //   group_start   int64[G + 1]             first expanded row of each expert
-//   ring          workers x ms x nc f32    one C tile slot per worker
-//   a_pack        workers x ms_pad x kc    packed grad_y rows (widened to f32)
-//   b_pack        workers x nc_pad x kc    packed weight columns
+//   ring          workers x ms x nc f32    one C tile slot per worker (the
+//                                          row-vector engine keeps it as its
+//                                          transpose, nc x ms)
+//   a_pack        workers x ms x kc        packed grad_y rows (widened to f32)
+//   b_pack        workers x nc x kc        packed weight columns (row-vector
+//                                          engine: one weight strip)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
 // plus 511 bytes so any workspace pointer can be aligned. Only token_of_row
 // grows with M.
@@ -27,6 +30,7 @@
 
 #include "api/problem.h"
 #include "kernels/gemm_kernels.h"
+#include "plan/engine.h"
 
 namespace moegrad::plan {
 
@@ -38,6 +42,9 @@ struct Region {
 
 struct GradXPlan {
   const kernels::GemmKernels* kernels = nullptr;
+  // Set when the row-vector engine runs the GEMM (ring slots then hold
+  // transposed tiles, [nc][ms]); null for the classic packed engine.
+  const kernels::RowvecKernels* rowvec = nullptr;
   int workers = 1;
 
   size_t ms = 0;  // rows per ring slot (multiple of MR)
@@ -58,6 +65,6 @@ inline constexpr size_t kWorkspaceAlign = 512;
 
 // Fails only on size overflow (status + message).
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& kernels, int workers,
-                                GradXPlan* out);
+                                Engine engine, GradXPlan* out);
 
 }  // namespace moegrad::plan

@@ -157,6 +157,7 @@ TEST(ApiMisuse, BadEnvironmentFailsContextCreationCleanly) {
       {"MOEGRAD_NUM_THREADS", "abc"},  {"MOEGRAD_NUM_THREADS", "0"},   {"MOEGRAD_NUM_THREADS", "-3"},
       {"MOEGRAD_NUM_THREADS", "4097"}, {"MOEGRAD_NUM_THREADS", "2x"},  {"MOEGRAD_NUM_THREADS", "99999999999999999999"},
       {"MOEGRAD_NUM_THREADS", "2 "},   {"MOEGRAD_ISA", "avx1024"},     {"MOEGRAD_ISA", "AVX2 "},
+      {"MOEGRAD_ENGINE", "fast"},      {"MOEGRAD_ENGINE", "Rowvec"},
   };
   for (const C& c : cases) {
     ScopedEnv env(c.var, c.value);

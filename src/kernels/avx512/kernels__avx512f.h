@@ -15,4 +15,21 @@ extern const PackAFn pack_a_14__avx512f[kNumDTypes];
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);
 
+// The row-vector engine: 14 weight rows x 32 grad_y rows. A strip row is
+// kStripLd floats (kMaxStripKc plus one cache line, so the 14 rows of a strip
+// fall in different L1 sets).
+inline constexpr size_t kStrip = 14;
+inline constexpr size_t kPanel = 32;
+inline constexpr size_t kMaxStripKc = 256;
+inline constexpr size_t kStripLd = kMaxStripKc + 16;
+
+void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
+                                       size_t ldct, size_t rows, size_t cols, bool accumulate,
+                                       const PrefetchRect& prefetch);
+extern const RowvecPackPanelFn pack_panel_32__avx512f[kNumDTypes];
+extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
+void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
+                           const int32_t* tokens, bool add);
+const RowvecKernels& rowvec_kernels();
+
 }  // namespace moegrad::kernels::avx512

@@ -17,22 +17,6 @@ inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 #include "kernels/pack_strided.inc"
 
-// Loads up to 16 rows x q (<= 16) reduction elements starting at column n of
-// each row; rows >= count are zero.
-template <DType T>
-inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m512 r[16]) {
-  #pragma GCC unroll 16
-  for (size_t i = 0; i < 16; ++i) {
-    if (i >= count) {
-      r[i] = _mm512_setzero_ps();
-    } else if (q == 16) {
-      r[i] = load16_widened<T>(src, row_offsets[i] + n);
-    } else {
-      r[i] = load_partial_widened<T>(src, row_offsets[i] + n, q);
-    }
-  }
-}
-
 // A[p][r] = grad_y[rows[r], n0 + p]
 template <DType T>
 void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
@@ -50,14 +34,7 @@ void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32
   if (col_stride != 1) return pack_a_strided<T>(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
   int64_t offsets[16];
   for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;
-  const __mmask16 row_mask = static_cast<__mmask16>((1u << kMR) - 1u);
-  __m512 v[16];
-  for (size_t p = 0; p < kc; p += 16) {
-    const size_t q = kc - p < 16 ? kc - p : 16;
-    load_rows<T>(src, offsets, mr, static_cast<int64_t>(n0 + p), q, v);
-    transpose16x16(v);
-    for (size_t j = 0; j < q; ++j) _mm512_mask_storeu_ps(a_packed + (p + j) * kMR, row_mask, v[j]);
-  }
+  transpose_rows<T>(src, offsets, mr, n0, kc, a_packed, kMR, static_cast<__mmask16>((1u << kMR) - 1u));
 }
 
 // B[p][c] = weight_g[k0 + c, n0 + p]
@@ -69,13 +46,7 @@ void pack_b(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size
       const size_t count = nr > half ? (nr - half < 16 ? nr - half : 16) : 0;
       int64_t offsets[16];
       for (size_t c = 0; c < count; ++c) offsets[c] = static_cast<int64_t>(k0 + half + c) * k_stride;
-      __m512 v[16];
-      for (size_t p = 0; p < kc; p += 16) {
-        const size_t q = kc - p < 16 ? kc - p : 16;
-        load_rows<T>(src, offsets, count, static_cast<int64_t>(n0 + p), q, v);
-        transpose16x16(v);
-        for (size_t j = 0; j < q; ++j) _mm512_store_ps(b_packed + (p + j) * kNR + half, v[j]);
-      }
+      transpose_rows<T>(src, offsets, count, n0, kc, b_packed + half, kNR, 0xffff);
     }
     return;
   }

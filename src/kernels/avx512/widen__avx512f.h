@@ -38,6 +38,22 @@ inline __m512 load_partial_widened(const void* base, int64_t offset, size_t n) {
   }
 }
 
+// Loads up to 16 rows x q (<= 16) reduction elements starting at column n of
+// each row; rows >= count are zero.
+template <DType T>
+inline void load_rows(const void* src, const int64_t* row_offsets, size_t count, int64_t n, size_t q, __m512 r[16]) {
+  #pragma GCC unroll 16
+  for (size_t i = 0; i < 16; ++i) {
+    if (i >= count) {
+      r[i] = _mm512_setzero_ps();
+    } else if (q == 16) {
+      r[i] = load16_widened<T>(src, row_offsets[i] + n);
+    } else {
+      r[i] = load_partial_widened<T>(src, row_offsets[i] + n, q);
+    }
+  }
+}
+
 // In-register transpose of a 16x16 f32 block: r[i] lane j <-> r[j] lane i.
 inline void transpose16x16(__m512 r[16]) {
   __m512 t[16];
@@ -68,6 +84,21 @@ inline void transpose16x16(__m512 r[16]) {
     r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
     r[i + 4] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0x88);
     r[i + 12] = _mm512_shuffle_f32x4(t[i + 4], t[i + 12], 0xdd);
+  }
+}
+
+// out[p * ld + i] = src[offsets[i] + n0 + p] (widened) for p < kc, i < 16
+// (rows i >= count read as zero), storing only the lanes in `lanes`: 16
+// rows at a time through the 16x16 transpose.
+template <DType T>
+inline void transpose_rows(const void* src, const int64_t* offsets, size_t count, size_t n0, size_t kc, float* out,
+                           size_t ld, __mmask16 lanes) {
+  __m512 v[16];
+  for (size_t p = 0; p < kc; p += 16) {
+    const size_t q = kc - p < 16 ? kc - p : 16;
+    load_rows<T>(src, offsets, count, static_cast<int64_t>(n0 + p), q, v);
+    transpose16x16(v);
+    for (size_t j = 0; j < q; ++j) _mm512_mask_storeu_ps(out + (p + j) * ld, lanes, v[j]);
   }
 }
 

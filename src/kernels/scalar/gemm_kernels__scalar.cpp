@@ -11,6 +11,7 @@ const GemmKernels& gemm_kernels() {
       {pack_a_4__scalar[0], pack_a_4__scalar[1], pack_a_4__scalar[2]},
       {pack_b_8__scalar[0], pack_b_8__scalar[1], pack_b_8__scalar[2]},
       f32_add_row__scalar,
+      nullptr,
   };
   return table;
 }

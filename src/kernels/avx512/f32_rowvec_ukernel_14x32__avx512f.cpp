@@ -1,0 +1,73 @@
+#include <immintrin.h>
+
+#include "kernels/avx512/kernels__avx512f.h"
+
+namespace moegrad::kernels::avx512 {
+namespace {
+
+// V vectors of 16 grad_y rows x 14 weight rows: 14*V accumulators, V panel
+// vectors; the weight value is an embedded broadcast from the strip (one
+// base register: the strip's leading dimension is a compile-time constant).
+// Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r]) for p = 0..kc-1.
+template <size_t V>
+__attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
+                                                       size_t ldct, size_t cols, bool accumulate,
+                                                       const PrefetchRect& pf) {
+  __m512 acc[kStrip][V];
+#pragma GCC unroll 14
+  for (size_t c = 0; c < kStrip; ++c)
+#pragma GCC unroll 2
+    for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_setzero_ps();
+  if (accumulate) {
+    // Unrolled with a guard so the tile stays in registers.
+#pragma GCC unroll 14
+    for (size_t c = 0; c < kStrip; ++c) {
+      if (c >= cols) break;
+#pragma GCC unroll 2
+      for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_loadu_ps(ct + c * ldct + 16 * v);
+    }
+  }
+  // One prefetch per step: (row, line) walks the rectangle row by row.
+  const std::byte* pf_row = pf.first;
+  size_t pf_left = pf.rows * pf.lines, pf_line = 0;
+  for (size_t p = 0; p < kc; ++p) {
+    if (pf_left > 0) {
+      _mm_prefetch(reinterpret_cast<const char*>(pf_row + 64 * pf_line), _MM_HINT_T1);
+      --pf_left;
+      if (++pf_line == pf.lines) {
+        pf_line = 0;
+        pf_row += pf.stride;
+      }
+    }
+    __m512 av[V];
+#pragma GCC unroll 2
+    for (size_t v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + p * kPanel + 16 * v);
+#pragma GCC unroll 14
+    for (size_t c = 0; c < kStrip; ++c) {
+      const __m512 wv = _mm512_set1_ps(w[c * kStripLd + p]);
+#pragma GCC unroll 2
+      for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_fmadd_ps(av[v], wv, acc[c][v]);
+    }
+  }
+#pragma GCC unroll 14
+  for (size_t c = 0; c < kStrip; ++c) {
+    if (c >= cols) break;
+#pragma GCC unroll 2
+    for (size_t v = 0; v < V; ++v) _mm512_storeu_ps(ct + c * ldct + 16 * v, acc[c][v]);
+  }
+}
+
+}  // namespace
+
+void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
+                                       size_t ldct, size_t rows, size_t cols, bool accumulate,
+                                       const PrefetchRect& prefetch) {
+  // A tail of at most 16 rows runs half the FMAs.
+  if (rows > 16) {
+    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+  } else {
+    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+  }
+}
+
+}  // namespace moegrad::kernels::avx512

@@ -32,7 +32,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
   size_t pf_left = pf.rows * pf.lines, pf_line = 0;
   for (size_t p = 0; p < kc; ++p) {
     if (pf_left > 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf_row + 64 * pf_line), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(pf_row + 64 * pf_line), _MM_HINT_T0);
       --pf_left;
       if (++pf_line == pf.lines) {
         pf_line = 0;

@@ -11,6 +11,12 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   const int dt = static_cast<int>(blk.dtype);
   const size_t total = static_cast<size_t>(len);
   const bool single_block = total <= blk.kc;
+  // A contiguous along the reduction is copied, not transposed, where the
+  // ISA has that micro-kernel (the only per-row transpose otherwise).
+  const kernels::RowsAKernels* rows_a =
+      k.rows_a != nullptr && a.reduce_stride == 1 && blk.kc <= k.rows_a->max_kc ? k.rows_a : nullptr;
+  const size_t a_panel = rows_a != nullptr ? k.mr * rows_a->ld : k.mr * blk.kc;
+  const kernels::GemmUkernelFn ukernel = rows_a != nullptr ? rows_a->ukernel : k.ukernel;
   if (total == 0) {  // an empty reduction is +0.0 (the start of every chain)
     for (size_t r = 0; r < count; ++r) std::fill(c + r * ldc, c + r * ldc + cols, 0.0f);
     return;
@@ -25,15 +31,20 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
                      scratch->b_pack + (jr / k.nr) * kc * k.nr);
       scratch->b_key = single_block ? b_key : -1;
     }
-    // A panel: the gathered rows, [kc][MR] per micro-panel.
-    for (size_t ir = 0; ir < count; ir += k.mr)
-      k.pack_a[dt](a.data, a.outer_stride, a.reduce_stride, rows + ir, std::min(k.mr, count - ir), n0, kc,
-                   scratch->a_pack + (ir / k.mr) * kc * k.mr);
+    // A panel: the gathered rows, [kc][MR] (or [MR][ld]) per micro-panel.
+    for (size_t ir = 0; ir < count; ir += k.mr) {
+      float* ap = scratch->a_pack + (ir / k.mr) * a_panel;
+      if (rows_a != nullptr) {
+        rows_a->pack[dt](a.data, a.outer_stride, rows + ir, std::min(k.mr, count - ir), n0, kc, ap);
+      } else {
+        k.pack_a[dt](a.data, a.outer_stride, a.reduce_stride, rows + ir, std::min(k.mr, count - ir), n0, kc, ap);
+      }
+    }
     // The B micro-panel stays in L1 while A micro-panels stream past it.
     for (size_t jr = 0; jr < cols; jr += k.nr) {
       const float* bp = scratch->b_pack + (jr / k.nr) * kc * k.nr;
       for (size_t ir = 0; ir < count; ir += k.mr)
-        k.ukernel(kc, scratch->a_pack + (ir / k.mr) * kc * k.mr, bp, c + ir * ldc + jr, ldc,
+        ukernel(kc, scratch->a_pack + (ir / k.mr) * a_panel, bp, c + ir * ldc + jr, ldc,
                   std::min(k.mr, count - ir), std::min(k.nr, cols - jr), pc > 0);
     }
   }

@@ -22,7 +22,7 @@ struct GemmOperand {
 
 // Per-worker packing buffers carved from a workspace.
 struct PackScratch {
-  float* a_pack;  // >= round_up(rows, MR) * kc floats
+  float* a_pack;  // >= kernels::a_pack_floats(rows, kc)
   float* b_pack;  // >= round_up(cols, NR) * kc floats
   // Identifies the B panel b_pack holds when the whole reduction fits one kc
   // block, so consecutive tiles with the same B skip repacking (-1: none).

@@ -88,6 +88,20 @@ struct RowvecKernels {
   AddColsFn add_cols;
 };
 
+// The packed engine with the A micro-panel copied rather than transposed
+// (AVX-512, grad_y contiguous along the reduction): [MR][ld] row-major, the
+// micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
+using PackRowsFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count, size_t n0,
+                            size_t kc, float* a_rows);
+struct RowsAKernels {
+  size_t ld;      // floats per copied row (>= max_kc)
+  size_t max_kc;  // the longest reduction block a row holds
+  GemmUkernelFn ukernel;  // a_packed is [MR][ld]
+  // A[r][p] = src[rows[r] * row_stride + n0 + p] for r < count (<= MR),
+  // widened to f32, rows count..MR-1 zero.
+  PackRowsFn pack[kNumDTypes];
+};
+
 struct GemmKernels {
   moegrad_isa isa;
   size_t mr;
@@ -97,7 +111,14 @@ struct GemmKernels {
   PackBFn pack_b[kNumDTypes];
   AddRowFn add_row;
   const RowvecKernels* rowvec;  // nullptr where the ISA has no row-vector engine
+  const RowsAKernels* rows_a;   // nullptr where A is always transposed
 };
+
+// Floats of packed A for `rows` rows and reduction block kc, in either layout.
+inline size_t a_pack_floats(const GemmKernels& k, size_t rows, size_t kc) {
+  const size_t per_row = k.rows_a != nullptr && k.rows_a->ld > kc ? k.rows_a->ld : kc;
+  return (rows + k.mr - 1) / k.mr * k.mr * per_row;
+}
 
 // The table for an ISA (never AUTO); nullptr if this CPU cannot run it.
 const GemmKernels* gemm_kernels_for(moegrad_isa isa);

@@ -36,7 +36,7 @@ inline bool book_gemm_worker_slots(WorkspaceLayout* layout, const kernels::GemmK
                                    int workers, bool need_c_tile, GemmWorkerSlots* s) {
   s->has_c_tile = need_c_tile;
   return layout->book(b.ms, sizeof(int32_t), workers, &s->rows) &&
-         layout->book(round_up(b.ms, k.mr) * b.kc, sizeof(float), workers, &s->a_pack) &&
+         layout->book(kernels::a_pack_floats(k, b.ms, b.kc), sizeof(float), workers, &s->a_pack) &&
          layout->book(round_up(b.nc, k.nr) * b.kc, sizeof(float), workers, &s->b_pack) &&
          (!need_c_tile || layout->book(b.ms * b.nc, sizeof(float), workers, &s->c_tile));
 }

@@ -103,7 +103,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
             place_shared(&cursor, table_bytes, &plan.token_of_row) &&
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
-            place(&cursor, plan.ms * plan.kc * sizeof(float), plan.workers, &plan.a_pack) &&
+            place(&cursor, kernels::a_pack_floats(k, plan.ms, plan.kc) * sizeof(float), plan.workers, &plan.a_pack) &&
             place(&cursor, (plan.rowvec ? plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),
                   plan.workers, &plan.b_pack) &&
             place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&

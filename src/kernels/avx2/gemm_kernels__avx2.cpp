@@ -12,6 +12,7 @@ const GemmKernels& gemm_kernels() {
       {pack_b_16__avx2[0], pack_b_16__avx2[1], pack_b_16__avx2[2]},
       f32_add_row__avx2,
       nullptr,
+      nullptr,
   };
   return table;
 }

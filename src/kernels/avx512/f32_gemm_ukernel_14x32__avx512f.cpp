@@ -5,25 +5,42 @@
 
 namespace moegrad::kernels::avx512 {
 
+namespace {
+
 // 28 accumulators (14 rows x 2 vectors of 16 columns), 2 B vectors, A
-// broadcast from memory: 30 of 32 zmm registers.
+// broadcast from memory: 30 of 32 zmm registers. A[p][r] sits at
+// a[p * kPStep + r * kRStep]: transposed ([kc][14]) or copied rows ([14][ld],
+// a compile-time ld so every broadcast is base + constant).
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
-                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate) {
+template <size_t kPStep, size_t kRStep>
+__attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a, const float* b_packed, float* c,
+                                                      size_t ldc, size_t mr, size_t nr, bool accumulate) {
   CTile<kMR> t(c, ldc, mr, nr, accumulate);
   for (size_t p = 0; p < kc; ++p) {
     const __m512 b0 = _mm512_load_ps(b_packed);
     const __m512 b1 = _mm512_load_ps(b_packed + 16);
 #pragma GCC unroll 14
     for (size_t r = 0; r < kMR; ++r) {
-      const __m512 a = _mm512_set1_ps(a_packed[r]);
-      t.lo[r] = _mm512_fmadd_ps(a, b0, t.lo[r]);
-      t.hi[r] = _mm512_fmadd_ps(a, b1, t.hi[r]);
+      const __m512 av = _mm512_set1_ps(a[r * kRStep]);
+      t.lo[r] = _mm512_fmadd_ps(av, b0, t.lo[r]);
+      t.hi[r] = _mm512_fmadd_ps(av, b1, t.hi[r]);
     }
-    a_packed += kMR;
+    a += kPStep;
     b_packed += kNR;
   }
   t.store(c, ldc, mr);
+}
+
+}  // namespace
+
+void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
+                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate) {
+  tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate);
+}
+
+void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
+                                            size_t ldc, size_t mr, size_t nr, bool accumulate) {
+  tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate);
 }
 
 void f32_add_row__avx512f(float* dst, const float* src, size_t n) {

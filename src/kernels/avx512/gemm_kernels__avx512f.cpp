@@ -16,6 +16,16 @@ const RowvecKernels& rowvec_kernels() {
   return table;
 }
 
+const RowsAKernels& rows_a_kernels() {
+  static const RowsAKernels table = {
+      kRowsALd,
+      kMaxStripKc,
+      f32_gemm_ukernel_14x32_rows_a__avx512f,
+      {pack_a_rows_14__avx512f[0], pack_a_rows_14__avx512f[1], pack_a_rows_14__avx512f[2]},
+  };
+  return table;
+}
+
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_AVX512,
@@ -26,6 +36,7 @@ const GemmKernels& gemm_kernels() {
       {pack_b_32__avx512f[0], pack_b_32__avx512f[1], pack_b_32__avx512f[2]},
       f32_add_row__avx512f,
       &rowvec_kernels(),
+      &rows_a_kernels(),
   };
   return table;
 }

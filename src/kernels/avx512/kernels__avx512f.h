@@ -12,6 +12,9 @@ inline constexpr size_t kNR = 32;
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
                                      float* c, size_t ldc, size_t mr, size_t nr, bool accumulate);
 extern const PackAFn pack_a_14__avx512f[kNumDTypes];
+// The same tile with A as 14 copied rows, [kMR][kRowsALd].
+void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
+                                            size_t ldc, size_t mr, size_t nr, bool accumulate);
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);
 
@@ -31,5 +34,9 @@ extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                            const int32_t* tokens, bool add);
 const RowvecKernels& rowvec_kernels();
+
+inline constexpr size_t kRowsALd = kStripLd;
+extern const PackRowsFn pack_a_rows_14__avx512f[kNumDTypes];
+const RowsAKernels& rows_a_kernels();
 
 }  // namespace moegrad::kernels::avx512

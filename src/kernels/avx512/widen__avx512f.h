@@ -102,5 +102,23 @@ inline void transpose_rows(const void* src, const int64_t* offsets, size_t count
   }
 }
 
+// out[i * ld + p] = src[offsets[i] + n0 + p] (widened) for i < count,
+// p < kc; rows count..rows_out-1 zero. A copy, no transpose.
+template <DType T>
+inline void copy_rows(const void* src, const int64_t* offsets, size_t count, size_t rows_out, size_t n0, size_t kc,
+                      float* out, size_t ld) {
+  for (size_t i = 0; i < rows_out; ++i) {
+    float* dst = out + i * ld;
+    if (i >= count) {
+      for (size_t p = 0; p < kc; p += 16) _mm512_storeu_ps(dst + p, _mm512_setzero_ps());
+      continue;
+    }
+    const int64_t row = offsets[i] + static_cast<int64_t>(n0);
+    size_t p = 0;
+    for (; p + 16 <= kc; p += 16) _mm512_storeu_ps(dst + p, load16_widened<T>(src, row + static_cast<int64_t>(p)));
+    if (p < kc) _mm512_storeu_ps(dst + p, load_partial_widened<T>(src, row + static_cast<int64_t>(p), kc - p));
+  }
+}
+
 }  // namespace
 }  // namespace moegrad::kernels::avx512

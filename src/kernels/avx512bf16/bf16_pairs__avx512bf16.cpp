@@ -107,7 +107,7 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
 const GemmKernels& bf16_pair_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16,
-      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row, nullptr,
+      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row, nullptr, nullptr,
   };
   return table;
 }

@@ -81,7 +81,7 @@ void bf16_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float
 const GemmKernels& bf16_pair_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_SCALAR, kMR, kNR, bf16_gemm_ukernel_4x8__scalar,
-      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, f32_add_row__scalar, nullptr,
+      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, f32_add_row__scalar, nullptr, nullptr,
   };
   return table;
 }

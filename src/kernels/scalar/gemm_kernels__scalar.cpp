@@ -12,6 +12,7 @@ const GemmKernels& gemm_kernels() {
       {pack_b_8__scalar[0], pack_b_8__scalar[1], pack_b_8__scalar[2]},
       f32_add_row__scalar,
       nullptr,
+      nullptr,
   };
   return table;
 }

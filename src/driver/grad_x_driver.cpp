@@ -228,6 +228,9 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
     const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
     zero_block(p, 0, p.batch, k0, kn);
     for (int64_t i = 0; i < p.M; ++i) {
+      // The same look-ahead as the fused scatter-add (tokens in random order).
+      if (i + static_cast<int64_t>(kAddAhead) < p.M && t.token_of_row[i + kAddAhead] >= 0)
+        prefetch_span(grad_x_at(p, t.token_of_row[i + kAddAhead], k0), static_cast<size_t>(kn) * sizeof(float));
       const int32_t b = t.token_of_row[i];
       if (b >= 0) add_into_grad_x(p, *plan.kernels, b, k0, kn, d_expanded_x + static_cast<size_t>(i) * K + k0);
     }

@@ -229,6 +229,27 @@ TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
   }
 }
 
+// The fast bf16 mode on both engines gives its scalar emulation's bits
+// (odd N pads the last pair with a zero on every path).
+TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  for (ProblemSpec spec : engine_specs()) {
+    spec.dtype = DType::kBF16;
+    const Problem p(spec);
+    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+    for (const char* engine : {"packed", "rowvec"}) {
+      ScopedEnv env("MOEGRAD_ENGINE", engine);
+      const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2, .fast_bf16 = true};
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      const Outcome out = run_call(call.args, o);
+      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+      ASSERT_TRUE(out.ok()) << out.describe();
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine));
+    }
+  }
+}
+
 // The setting really switches engines (so the test above compares two): the
 // row-vector engine's workspace holds a weight strip instead of a packed
 // weight panel, so its size differs.

@@ -1,5 +1,6 @@
 #include <immintrin.h>
 
+#include "kernels/avx512/ct_tile__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
@@ -13,32 +14,10 @@ template <size_t V>
 __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
                                                        const PrefetchRect& pf) {
-  __m512 acc[kStrip][V];
-#pragma GCC unroll 14
-  for (size_t c = 0; c < kStrip; ++c)
-#pragma GCC unroll 2
-    for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_setzero_ps();
-  if (accumulate) {
-    // Unrolled with a guard so the tile stays in registers.
-#pragma GCC unroll 14
-    for (size_t c = 0; c < kStrip; ++c) {
-      if (c >= cols) break;
-#pragma GCC unroll 2
-      for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_loadu_ps(ct + c * ldct + 16 * v);
-    }
-  }
-  // One prefetch per step: (row, line) walks the rectangle row by row.
-  const std::byte* pf_row = pf.first;
-  size_t pf_left = pf.rows * pf.lines, pf_line = 0;
+  CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
+  StripPrefetcher next(pf);
   for (size_t p = 0; p < kc; ++p) {
-    if (pf_left > 0) {
-      _mm_prefetch(reinterpret_cast<const char*>(pf_row + 64 * pf_line), _MM_HINT_T0);
-      --pf_left;
-      if (++pf_line == pf.lines) {
-        pf_line = 0;
-        pf_row += pf.stride;
-      }
-    }
+    next.step();
     __m512 av[V];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + p * kPanel + 16 * v);
@@ -46,15 +25,10 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
     for (size_t c = 0; c < kStrip; ++c) {
       const __m512 wv = _mm512_set1_ps(w[c * kStripLd + p]);
 #pragma GCC unroll 2
-      for (size_t v = 0; v < V; ++v) acc[c][v] = _mm512_fmadd_ps(av[v], wv, acc[c][v]);
+      for (size_t v = 0; v < V; ++v) t.acc[c][v] = _mm512_fmadd_ps(av[v], wv, t.acc[c][v]);
     }
   }
-#pragma GCC unroll 14
-  for (size_t c = 0; c < kStrip; ++c) {
-    if (c >= cols) break;
-#pragma GCC unroll 2
-    for (size_t v = 0; v < V; ++v) _mm512_storeu_ps(ct + c * ldct + 16 * v, acc[c][v]);
-  }
+  t.store(ct, ldct, cols);
 }
 
 }  // namespace

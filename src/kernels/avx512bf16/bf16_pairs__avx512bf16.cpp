@@ -8,6 +8,7 @@
 
 #include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
+#include "kernels/avx512bf16/pairs__avx512bf16.h"
 #include "kernels/gemm_kernels.h"
 
 namespace moegrad::kernels::avx512bf16 {
@@ -15,15 +16,6 @@ namespace {
 
 constexpr size_t kMR = 14;
 constexpr size_t kNR = 32;
-
-// 16 pair-words of one row, from element n (even) on; elements at or past
-// `end` read as zero.
-inline __m512 load_pairs(const uint16_t* row, size_t n, size_t end) {
-  if (n + 32 <= end) return _mm512_loadu_ps(row + n);
-  alignas(64) uint16_t tmp[32] = {};
-  for (size_t i = 0; n + i < end; ++i) tmp[i] = row[n + i];
-  return _mm512_load_ps(tmp);
-}
 
 uint32_t pair_at(const uint16_t* base, int64_t offset0, int64_t stride, size_t m, size_t n0, size_t kc) {
   const size_t e0 = 2 * m, e1 = 2 * m + 1;
@@ -107,7 +99,7 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
 const GemmKernels& bf16_pair_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16,
-      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row, nullptr, nullptr,
+      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row, &bf16_pair_rowvec_kernels(), nullptr,
   };
   return table;
 }

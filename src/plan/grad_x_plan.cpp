@@ -97,11 +97,12 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
 
   // ms: room for twice the average rows an expert has in a chunk, so an
   // expert rarely needs a second slot (which would pack its weights again),
-  // at most 252 rows (the slot, ms x nc, then fits in L2 beside the panels).
+  // at most 240 rows rounded up to the engine's unit (252 or 256: the slot,
+  // ms x nc, then fits in L2 beside the panels).
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
   plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, round_up(240, row_unit));
 
-  // ms and nc are multiples of MR and NR, so the packed panels need no padding.
+  // ms and nc are multiples of the engine's units, so panels need no padding.
   size_t cursor = 0;
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&

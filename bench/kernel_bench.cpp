@@ -52,12 +52,12 @@ void BM_ukernel(benchmark::State& state) {
   state.SetLabel(moegrad_isa_name(k->isa));
 }
 
-// The row-vector engine's tile (AVX-512): a weight strip in L1, grad_y
-// panels cycling through an L2-sized set as in the driver. rows = 32 is the
-// full tile, 16 the one-vector tail.
+// The row-vector engine's tile (AVX-512; fast_bf16: the AVX512_BF16 pair
+// kernel): a weight strip in L1, grad_y panels cycling through an L2-sized
+// set as in the driver. rows = 32 is the full tile, 16 the one-vector tail.
 void BM_rowvec_ukernel(benchmark::State& state) {
-  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, 0);
-  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("AVX-512 not available on this CPU");
+  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, state.range(2));
+  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
   const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
   const size_t kc = static_cast<size_t>(state.range(0)), rows = static_cast<size_t>(state.range(1));
   const size_t panels = 8;
@@ -69,6 +69,25 @@ void BM_rowvec_ukernel(benchmark::State& state) {
     benchmark::DoNotOptimize(c.get());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * rv.strip * kc),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+}
+
+// The packed engine's AVX-512 tile with A as 14 copied rows ([14][ld], the
+// layout for grad_y contiguous along N), B in L1, A cycling as above.
+void BM_rows_a_ukernel(benchmark::State& state) {
+  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, 0);
+  if (k == nullptr || k->rows_a == nullptr) return state.SkipWithError("AVX-512 not available on this CPU");
+  const size_t kc = static_cast<size_t>(state.range(0));
+  const size_t panels = 16, a_panel = k->mr * k->rows_a->ld;
+  Buffer a = make_buffer(panels * a_panel, 0.5f), b = make_buffer(kc * k->nr, 0.25f);
+  Buffer c = make_buffer(k->mr * k->nr, 0.0f);
+  size_t i = 0;
+  for (auto _ : state) {
+    k->rows_a->ukernel(kc, a.get() + (i++ % panels) * a_panel, b.get(), c.get(), k->nr, k->mr, k->nr, false);
+    benchmark::DoNotOptimize(c.get());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
@@ -125,7 +144,12 @@ BENCHMARK(BM_ukernel)
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1});
-BENCHMARK(BM_rowvec_ukernel)->ArgNames({"kc", "rows"})->Args({256, 32})->Args({256, 16});
+BENCHMARK(BM_rowvec_ukernel)
+    ->ArgNames({"kc", "rows", "fast_bf16"})
+    ->Args({256, 32, 0})
+    ->Args({256, 16, 0})
+    ->Args({256, 32, 1});
+BENCHMARK(BM_rows_a_ukernel)->ArgNames({"kc"})->Args({256});
 BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 

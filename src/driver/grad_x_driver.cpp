@@ -50,6 +50,14 @@ void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, 
                    c, ldc, scratch, g);
 }
 
+// The same on the row-vector engine, transposed: ct[j*ldct + r] (ldct = ms).
+void grad_x_tile_rowvec(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows,
+                        size_t count, int64_t k0, int64_t kn, float* ct, const PackScratch& scratch) {
+  rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows, count,
+                   expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, ct, plan.ms,
+                   RowvecScratch{scratch.a_pack, scratch.b_pack});
+}
+
 // The rows of one ring slot: up to ms expanded rows of one expert whose token
 // is in the item's range, in ascending order.
 struct Slot {
@@ -138,25 +146,18 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   zero_block(p, t0, t1, k0, kn);
   Slot slot_rows{list, list + plan.ms};
   SlotGatherer gather(p, t, t0, t1, plan.ms);
-  if (plan.rowvec) {
-    const RowvecScratch rs{scratch.a_pack, scratch.b_pack};
-    const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
-    while (gather.next(&slot_rows)) {
-      rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, a, slot_rows.rows, slot_rows.count,
-                       expert_weight(p, slot_rows.expert), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N,
-                       slot, plan.ms, rs);
-      // Scatter-add while the slot is hot, rows in ascending order.
+  while (gather.next(&slot_rows)) {
+    // Scatter-add while the slot is hot, rows in ascending order.
+    if (plan.rowvec) {
+      grad_x_tile_rowvec(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, scratch);
       plan.rowvec->add_cols(slot, plan.ms, slot_rows.count, static_cast<size_t>(kn), grad_x_at(p, 0, k0), p.gx_row,
                             slot_rows.tokens, true);
+      continue;
     }
-    return;
-  }
-  while (gather.next(&slot_rows)) {
     grad_x_tile(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, plan.nc, &scratch);
-    // Scatter-add while the slot is hot, rows in ascending order. The grad_x
-    // row a few rows ahead is requested meanwhile: tokens come in random
-    // order, which no hardware prefetcher follows (large-token: 0.78x the
-    // time without it).
+    // The grad_x row a few rows ahead is requested meanwhile: tokens come in
+    // random order, which no hardware prefetcher follows (large-token: 0.78x
+    // the time without it).
     for (size_t r = 0; r < slot_rows.count; ++r) {
       if (r + kAddAhead < slot_rows.count)
         prefetch_span(grad_x_at(p, slot_rows.tokens[r + kAddAhead], k0), static_cast<size_t>(kn) * sizeof(float));
@@ -207,9 +208,7 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
       if (plan.rowvec) {
         // Through the slot, transposed back into d_expanded_x's rows.
         float* slot = region<float>(base, plan.ring, worker);
-        rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows, count,
-                         expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, slot, plan.ms,
-                         RowvecScratch{scratch.a_pack, scratch.b_pack});
+        grad_x_tile_rowvec(p, plan, g, rows, count, k0, kn, slot, scratch);
         int32_t* local = rows + plan.ms;
         for (size_t r = 0; r < count; ++r) local[r] = static_cast<int32_t>(r);
         plan.rowvec->add_cols(slot, plan.ms, count, static_cast<size_t>(kn), dst, static_cast<int64_t>(K), local,

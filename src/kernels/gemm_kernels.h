@@ -37,15 +37,12 @@ using PackBFn = void (*)(const void* src, int64_t k_stride, int64_t n_stride, si
 // dst[j] += src[j] for j < n: one f32 add per element, the scatter-add step.
 using AddRowFn = void (*)(float* dst, const float* src, size_t n);
 
-// The row-vector engine (AVX-512 only): the transpose of the tile above,
-// vectorised along grad_y rows instead of weight rows. The weight is only
-// copied (never transposed) into a strip, so an expert whose weight is used
-// by few rows does not pay a transpose per weight element:
-//
-//   Ct[c][r] = (accumulate ? Ct[c][r] : +0.0f), then for p = 0..kc-1:
-//   Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r])
-//
-// The same FMA chain per element as GemmUkernelFn, hence the same bits.
+// Packs gathered grad_y rows rows[0..count), columns [n0, n0 + kc), from a
+// grad_y contiguous along the reduction (row i at src + i*row_stride); the
+// layout is the engine's (below).
+using PackGatheredRowsFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count,
+                                    size_t n0, size_t kc, float* out);
+
 // Lines a micro-kernel call asks the memory system for while it computes,
 // one per reduction step: `rows` rows of `lines` cache lines each, starting
 // at `first`, `stride` bytes apart (the next weight strip, which the
@@ -59,13 +56,20 @@ struct PrefetchRect {
 
 using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
                                  size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch);
-using RowvecPackPanelFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count,
-                                   size_t n0, size_t kc, float* a_panel);
 using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0,
                                    size_t kc, float* w_strip);
 using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                            const int32_t* tokens, bool add);
 
+// The row-vector engine (AVX-512 only): the transpose of the tile above,
+// vectorised along grad_y rows instead of weight rows. The weight is only
+// copied (never transposed) into a strip, so an expert whose weight is used
+// by few rows does not pay a transpose per weight element:
+//
+//   Ct[c][r] = (accumulate ? Ct[c][r] : +0.0f), then for p = 0..kc-1:
+//   Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r])
+//
+// The same FMA chain per element as GemmUkernelFn, hence the same bits.
 struct RowvecKernels {
   size_t strip;         // weight rows (grad_x columns) per strip: STRIP
   size_t panel;         // grad_y rows per panel: PANEL (a multiple of 16)
@@ -78,7 +82,7 @@ struct RowvecKernels {
   RowvecUkernelFn ukernel;
   // A[p][r] = grad_y[rows[r], n0 + p] for r < count (<= PANEL), zero up to
   // PANEL, widened to f32; grad_y's reduction dimension must be contiguous.
-  RowvecPackPanelFn pack_panel[kNumDTypes];
+  PackGatheredRowsFn pack_panel[kNumDTypes];
   // W[c][p] = weight_g[k0 + c, n0 + p] for c < count (<= STRIP), zero rows up
   // to STRIP, widened to f32; the weight's N dimension must be contiguous.
   RowvecCopyStripFn copy_strip[kNumDTypes];
@@ -91,15 +95,13 @@ struct RowvecKernels {
 // The packed engine with the A micro-panel copied rather than transposed
 // (AVX-512, grad_y contiguous along the reduction): [MR][ld] row-major, the
 // micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
-using PackRowsFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count, size_t n0,
-                            size_t kc, float* a_rows);
 struct RowsAKernels {
   size_t ld;      // floats per copied row (>= max_kc)
   size_t max_kc;  // the longest reduction block a row holds
   GemmUkernelFn ukernel;  // a_packed is [MR][ld]
   // A[r][p] = src[rows[r] * row_stride + n0 + p] for r < count (<= MR),
   // widened to f32, rows count..MR-1 zero.
-  PackRowsFn pack[kNumDTypes];
+  PackGatheredRowsFn pack[kNumDTypes];
 };
 
 struct GemmKernels {

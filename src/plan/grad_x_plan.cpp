@@ -75,6 +75,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // One worker needs no split at all: every extra item repacks panels.
   const int64_t want_items = plan.workers == 1 ? 1 : 2 * static_cast<int64_t>(plan.workers);
   plan.kc = std::min<size_t>(N, 256);
+  if (plan.rowvec) plan.kc = std::min(plan.kc, plan.rowvec->max_kc);  // what a strip row holds
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
   plan.nc = std::clamp(round_up(per_item, col_unit), std::min(round_up(K, col_unit), round_up(256, col_unit)),
                        std::min(round_up(K, col_unit), round_up(512, col_unit)));

@@ -29,14 +29,14 @@ inline constexpr size_t kStripLd = kMaxStripKc + 16;
 void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                        size_t ldct, size_t rows, size_t cols, bool accumulate,
                                        const PrefetchRect& prefetch);
-extern const RowvecPackPanelFn pack_panel_32__avx512f[kNumDTypes];
+extern const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                            const int32_t* tokens, bool add);
 const RowvecKernels& rowvec_kernels();
 
 inline constexpr size_t kRowsALd = kStripLd;
-extern const PackRowsFn pack_a_rows_14__avx512f[kNumDTypes];
+extern const PackGatheredRowsFn pack_a_rows_14__avx512f[kNumDTypes];
 const RowsAKernels& rows_a_kernels();
 
 }  // namespace moegrad::kernels::avx512

@@ -105,6 +105,9 @@ bool OnednnNonfused::prepare(const BenchProblem& p, int threads, std::string* wh
   return true;
 }
 
+// Rows of look-ahead in the scatter-add (as driver/grad_x_driver.cpp).
+constexpr int64_t kAddAhead = 8;
+
 void OnednnNonfused::run(float* grad_x) {
   Impl& s = *impl_;
   const BenchProblem& p = s.problem;
@@ -113,7 +116,9 @@ void OnednnNonfused::run(float* grad_x) {
   s.stream.wait();
 
   // Scatter-add in moegrad's order: per column block, zero, then rows in
-  // ascending expanded order (SPEC §5: grad_x[b] = ((0 + c_i1) + c_i2) + ...).
+  // ascending expanded order (SPEC §5: grad_x[b] = ((0 + c_i1) + c_i2) + ...),
+  // with the same look-ahead as moegrad's scatter-add (the grad_x row 8 rows
+  // ahead requested early), so both baselines differ only in the GEMM.
   const int64_t K = p.k;
   const int64_t per_block = (K + 4 * s.threads - 1) / (4 * s.threads);
   const int64_t width = std::max<int64_t>(64, (per_block + 15) / 16 * 16);
@@ -124,6 +129,10 @@ void OnednnNonfused::run(float* grad_x) {
     const int64_t k0 = block * width, k1 = std::min(K, k0 + width);
     for (int64_t b = 0; b < p.batch; ++b) std::fill(grad_x + b * K + k0, grad_x + b * K + k1, 0.0f);
     for (int64_t i = 0; i < p.m; ++i) {
+      if (i + kAddAhead < p.m && p.expanded_row_idx[i + kAddAhead] >= 0) {
+        const float* ahead = grad_x + (p.expanded_row_idx[i + kAddAhead] / p.top_k) * K;
+        for (int64_t c = k0; c < k1; c += 16) __builtin_prefetch(ahead + c, 1, 3);
+      }
       const int64_t pos = p.expanded_row_idx[i];
       if (pos < 0) continue;
       float* out = grad_x + (pos / p.top_k) * K;

@@ -54,6 +54,17 @@ struct PrefetchRect {
   size_t lines = 0;
 };
 
+// The same, for gathered rows: line l < lines of row i < count lies at
+// first + rows[i] * stride + 64 * l (the next grad_y rows a slot copies,
+// which come in an order no hardware prefetcher follows).
+struct PrefetchRows {
+  const std::byte* first = nullptr;
+  const int32_t* rows = nullptr;
+  int64_t stride = 0;
+  size_t count = 0;
+  size_t lines = 0;
+};
+
 using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
                                  size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch);
 using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0,
@@ -98,7 +109,9 @@ struct RowvecKernels {
 struct RowsAKernels {
   size_t ld;      // floats per copied row (>= max_kc)
   size_t max_kc;  // the longest reduction block a row holds
-  GemmUkernelFn ukernel;  // a_packed is [MR][ld]
+  // a_packed is [MR][ld]; asks for `prefetch`'s lines while it computes.
+  void (*ukernel)(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc, size_t mr, size_t nr,
+                  bool accumulate, const PrefetchRows& prefetch);
   // A[r][p] = src[rows[r] * row_stride + n0 + p] for r < count (<= MR),
   // widened to f32, rows count..MR-1 zero.
   PackGatheredRowsFn pack[kNumDTypes];

@@ -1,14 +1,12 @@
 // The row-vector engine's tile (14 weight rows x 16*V grad_y rows, Ct[c][r])
-// as the f32 and bf16-pair micro-kernels keep it in 14*V zmm registers, and
-// the one-line-per-step prefetch of the next weight strip. Internal linkage
-// and always inlined, like CTile (c_tile__avx512f.h).
+// as the f32 and bf16-pair micro-kernels keep it in 14*V zmm registers.
+// Internal linkage and always inlined, like CTile (c_tile__avx512f.h).
 #pragma once
 
 #include <immintrin.h>
 
 #include <cstddef>
 
-#include "kernels/gemm_kernels.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {
@@ -40,26 +38,6 @@ struct CtTile {
       if (c >= cols) break;
 #pragma GCC unroll 2
       for (size_t v = 0; v < V; ++v) _mm512_storeu_ps(ct + c * ldct + 16 * v, acc[c][v]);
-    }
-  }
-};
-
-// Walks a PrefetchRect row by row, one cache line per step().
-struct StripPrefetcher {
-  const std::byte* row;
-  int64_t stride;
-  size_t lines, line = 0, left;
-
-  explicit StripPrefetcher(const PrefetchRect& r)
-      : row(r.first), stride(r.stride), lines(r.lines), left(r.rows * r.lines) {}
-
-  __attribute__((always_inline)) void step() {
-    if (left == 0) return;
-    _mm_prefetch(reinterpret_cast<const char*>(row + 64 * line), _MM_HINT_T0);
-    --left;
-    if (++line == lines) {
-      line = 0;
-      row += stride;
     }
   }
 };

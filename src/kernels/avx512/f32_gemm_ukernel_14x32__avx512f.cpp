@@ -2,6 +2,7 @@
 
 #include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
+#include "kernels/avx512/prefetch__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 
@@ -12,11 +13,13 @@ namespace {
 // a[p * kPStep + r * kRStep]: transposed ([kc][14]) or copied rows ([14][ld],
 // a compile-time ld so every broadcast is base + constant).
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-template <size_t kPStep, size_t kRStep>
+template <size_t kPStep, size_t kRStep, class Prefetcher>
 __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a, const float* b_packed, float* c,
-                                                      size_t ldc, size_t mr, size_t nr, bool accumulate) {
+                                                      size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                                      Prefetcher next) {
   CTile<kMR> t(c, ldc, mr, nr, accumulate);
   for (size_t p = 0; p < kc; ++p) {
+    next.step();
     const __m512 b0 = _mm512_load_ps(b_packed);
     const __m512 b1 = _mm512_load_ps(b_packed + 16);
 #pragma GCC unroll 14
@@ -35,12 +38,13 @@ __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a,
 
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
                                      float* c, size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate);
+  tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, NoPrefetch{});
 }
 
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
-                                            size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate);
+                                            size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                            const PrefetchRows& prefetch) {
+  tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
 }
 
 void f32_add_row__avx512f(float* dst, const float* src, size_t n) {

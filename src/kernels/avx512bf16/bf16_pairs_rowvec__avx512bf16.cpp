@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/avx512/ct_tile__avx512f.h"
+#include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
 #include "kernels/avx512bf16/pairs__avx512bf16.h"

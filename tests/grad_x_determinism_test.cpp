@@ -229,10 +229,9 @@ TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
   }
 }
 
-// The fast bf16 mode on both engines gives its scalar emulation's bits
-// (odd N pads the last pair with a zero on every path).
-TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
-  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+// The fast bf16 mode on both engines against its scalar emulation, bit for
+// bit, on engine_specs(); false (nothing checked) without AVX512_BF16.
+bool fast_bf16_engines_checked(const std::string& setting) {
   for (ProblemSpec spec : engine_specs()) {
     spec.dtype = DType::kBF16;
     const Problem p(spec);
@@ -243,11 +242,19 @@ TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
       HostTensor gx = p.make_grad_x();
       Call call(p, gx);
       const Outcome out = run_call(call.args, o);
-      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-      ASSERT_TRUE(out.ok()) << out.describe();
-      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine));
+      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) return false;
+      EXPECT_TRUE(out.ok()) << out.describe();
+      EXPECT_TRUE(
+          bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine + setting));
     }
   }
+  return true;
+}
+
+// (odd N pads the last pair with a zero on every path)
+TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  if (!fast_bf16_engines_checked("")) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
 }
 
 // The setting really switches engines (so the test above compares two): the
@@ -285,6 +292,72 @@ TEST(Engines, RowvecFallsBackOnStridedLayouts) {
     const Problem p(medium_spec(DType::kBF16, 1), layout);
     const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2};
     EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=rowvec vs scalar"));
+  }
+}
+
+// ---- blocks fitted to the data caches ----------------------------------------
+
+// Cache sizes from the smallest the environment accepts to far larger ones
+// than any L1/L2 today: they change kc, nc and ms (reduction blocks down to
+// 32, column blocks down to 256, slots down to 64 rows).
+struct Caches {
+  const char* l1d;
+  const char* l2;
+};
+constexpr Caches kCacheSizes[] = {
+    {"16384", "131072"}, {"32768", "262144"}, {"49152", "2097152"}, {"1048576", "67108864"}};
+
+// MOEGRAD_L1D_BYTES / MOEGRAD_L2_BYTES resize the plan's blocks; every ISA
+// and engine still gives the scalar path's bits.
+TEST(CacheSizes, BlocksFollowTheCachesNotTheBits) {
+  for (ProblemSpec spec : engine_specs()) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      spec.dtype = dtype;
+      const Problem p(spec);
+      const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+      for (const Caches& c : kCacheSizes) {
+        ScopedEnv l1d("MOEGRAD_L1D_BYTES", c.l1d), l2("MOEGRAD_L2_BYTES", c.l2);
+        for (moegrad_isa isa : explicit_isas()) {
+          for (const char* engine : {"packed", "rowvec"}) {
+            if (isa != MOEGRAD_ISA_AVX512 && std::string(engine) == "rowvec") continue;  // AVX-512 only
+            ScopedEnv e("MOEGRAD_ENGINE", engine);
+            const RunOptions o{.isa = isa, .threads = 2};
+            EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K,
+                                      describe(p, o) + " engine=" + engine + " L1D=" + c.l1d + " L2=" + c.l2))
+                << "vs scalar";
+          }
+        }
+      }
+    }
+  }
+}
+
+// The fast bf16 mode too: reduction blocks stay even, so pairs never
+// straddle two of them, whatever the L1.
+TEST(CacheSizes, FastBf16KeepsItsEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  for (const Caches& c : kCacheSizes) {
+    ScopedEnv l1d("MOEGRAD_L1D_BYTES", c.l1d), l2("MOEGRAD_L2_BYTES", c.l2);
+    if (!fast_bf16_engines_checked(std::string(" L1D=") + c.l1d + " L2=" + c.l2))
+      GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  }
+}
+
+// The sizes are really used: smaller caches give smaller blocks, hence a
+// smaller workspace (the slot ring and packing buffers shrink with them).
+TEST(CacheSizes, SmallerCachesGiveSmallerBlocks) {
+  const Problem p(engine_specs()[5]);  // K = 300: one column block of 300 columns with 1 MiB of L2
+  for (moegrad_isa isa : explicit_isas()) {
+    size_t bytes[2];
+    for (int i = 0; i < 2; ++i) {
+      ScopedEnv l1d("MOEGRAD_L1D_BYTES", i == 0 ? "16384" : "49152");
+      ScopedEnv l2("MOEGRAD_L2_BYTES", i == 0 ? "131072" : "1048576");
+      Outcome out;
+      compute(p, {.isa = isa, .threads = 1}, &out);
+      ASSERT_TRUE(out.ok()) << out.describe();
+      bytes[i] = out.workspace_bytes;
+    }
+    EXPECT_LT(bytes[0], bytes[1]) << isa_label(isa);
   }
 }
 

@@ -140,6 +140,9 @@ MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
  * from the environment when it is created:
  *   MOEGRAD_NUM_THREADS=N     (N >= 1; default: the number of online CPUs)
  *   MOEGRAD_ISA=auto|scalar|avx2|avx512
+ *   MOEGRAD_ENGINE=auto|packed|rowvec   (the GEMM engine; speed only)
+ *   MOEGRAD_L1D_BYTES=B, MOEGRAD_L2_BYTES=B   (per-core data caches the
+ *     blocking is fitted to; default: what the OS reports; speed only)
  * An invalid value or a forced ISA this CPU lacks makes moegrad_context_create
  * fail with a clear message. A context may be used from several threads at
  * once: runs on one context are serialised (they share its pool). */

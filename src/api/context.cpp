@@ -12,6 +12,7 @@
 
 #include "api/error.h"
 #include "kernels/gemm_kernels.h"
+#include "runtime/cpu_features.h"
 
 namespace moegrad {
 namespace {
@@ -48,6 +49,20 @@ moegrad_status parse_engine(const char* text, plan::Engine* engine) {
     }
   }
   return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "MOEGRAD_ENGINE='%s' is not one of auto, packed, rowvec", text);
+}
+
+// A cache size in bytes from the environment variable `name`, if set.
+moegrad_status parse_cache_bytes(const char* name, size_t lo, size_t hi, size_t* bytes) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return MOEGRAD_STATUS_SUCCESS;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long n = std::strtoull(env, &end, 10);  // would skip spaces and take a sign
+  if (env[0] < '0' || env[0] > '9' || errno != 0 || *end != '\0' || n < lo || n > hi)
+    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not a number of bytes in [%zu, %zu]", name, env, lo,
+                hi);
+  *bytes = static_cast<size_t>(n);
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
@@ -91,6 +106,15 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (const char* env = std::getenv("MOEGRAD_ENGINE"); env != nullptr && *env != '\0') {
     if (moegrad_status s = parse_engine(env, &ctx->engine); s != MOEGRAD_STATUS_SUCCESS) return s;
   }
+  const runtime::CpuFeatures& cpu = runtime::cpu_features();
+  ctx->caches = {static_cast<size_t>(cpu.l1d_bytes), static_cast<size_t>(cpu.l2_bytes)};
+  if (moegrad_status s = parse_cache_bytes("MOEGRAD_L1D_BYTES", plan::kMinL1dBytes, plan::kMaxL1dBytes,
+                                           &ctx->caches.l1d);
+      s != MOEGRAD_STATUS_SUCCESS)
+    return s;
+  if (moegrad_status s = parse_cache_bytes("MOEGRAD_L2_BYTES", plan::kMinL2Bytes, plan::kMaxL2Bytes, &ctx->caches.l2);
+      s != MOEGRAD_STATUS_SUCCESS)
+    return s;
   return ctx->resize_pool();
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "moegrad/moegrad.h"
+#include "plan/cache_sizes.h"
 #include "plan/engine.h"
 #include "runtime/thread_pool.h"
 
@@ -18,6 +19,7 @@ struct moegrad_context {
   moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
   std::atomic<bool> fast_bf16{false};
   moegrad::plan::Engine engine = moegrad::plan::Engine::kAuto;  // MOEGRAD_ENGINE; fixed at creation
+  moegrad::plan::CacheSizes caches;  // the OS's or MOEGRAD_L1D_BYTES / MOEGRAD_L2_BYTES; fixed at creation
 
   // The pool of num_threads threads (rebuilt by set_num_threads when that
   // changes, so a run itself never allocates).
@@ -31,8 +33,8 @@ struct moegrad_context {
 
 namespace moegrad {
 
-// Fills ctx from the environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA,
-// MOEGRAD_ENGINE).
+// Fills ctx from the CPU and the environment (MOEGRAD_NUM_THREADS,
+// MOEGRAD_ISA, MOEGRAD_ENGINE, MOEGRAD_L1D_BYTES, MOEGRAD_L2_BYTES).
 moegrad_status init_context_from_env(moegrad_context* ctx);
 
 // The process-wide context used when NULL is passed (created on first use).

@@ -39,7 +39,7 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
                   "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
                   moegrad_isa_name(isa));
   }
-  return plan::make_grad_x_plan(ex->problem, *k, threads, ctx->engine, &ex->plan);
+  return plan::make_grad_x_plan(ex->problem, *k, threads, ctx->engine, ctx->caches, &ex->plan);
 }
 
 }  // namespace moegrad

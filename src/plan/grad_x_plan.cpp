@@ -9,6 +9,8 @@ namespace moegrad::plan {
 namespace {
 
 size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
+size_t round_down(size_t x, size_t m) { return x / m * m; }
+size_t round_nearest(size_t x, size_t m) { return (x + m / 2) / m * m; }
 
 // Appends a region to the layout; false on overflow.
 bool place(size_t* cursor, size_t per_worker_bytes, int workers, Region* r) {
@@ -51,22 +53,15 @@ bool use_rowvec(const GradXProblem& p, const kernels::GemmKernels& k, Engine eng
 }  // namespace
 
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& k, int workers,
-                                Engine engine, GradXPlan* out) {
+                                Engine engine, const CacheSizes& caches, GradXPlan* out) {
   GradXPlan plan;
   plan.kernels = &k;
   plan.workers = std::max(workers, 1);
 
-  // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc).
-  //
-  // kc = 256: the B micro-panel (kc x NR) stays in L1 across a column of
-  // micro-kernel calls. Even, so fast-bf16 pairs never straddle blocks.
-  //
-  // nc: every column block re-packs the slot's grad_y rows, so wider blocks
-  // pack less; but the blocks are also the unit of parallelism. Aim for 2
-  // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
-  // 2 threads), never narrower than 256 columns (below that the packing of
-  // grad_y dominates and splitting tokens is cheaper) nor wider than 512
-  // (the weight panel or strip rows must stay in L2).
+  // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc), fitted to the
+  // data caches. With 48 KiB of L1 and 1 MiB of L2 (where it was measured)
+  // this gives kc 256, nc at most 512 (518 in 14-column strips) and ms at
+  // most 256 (252 in 14-row tiles).
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
   plan.rowvec = use_rowvec(p, k, engine) ? k.rowvec : nullptr;
   // Granularity of slot rows and grad_x columns: the engine's register tile.
@@ -74,11 +69,29 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   const size_t col_unit = plan.rowvec ? plan.rowvec->strip : k.nr;
   // One worker needs no split at all: every extra item repacks panels.
   const int64_t want_items = plan.workers == 1 ? 1 : 2 * static_cast<int64_t>(plan.workers);
-  plan.kc = std::min<size_t>(N, 256);
-  if (plan.rowvec) plan.kc = std::min(plan.kc, plan.rowvec->max_kc);  // what a strip row holds
+
+  // kc: the block a micro-kernel call reduces over. The L1 holds what one
+  // call reads: the reused operand (B micro-panel, kc x NR; or weight strip,
+  // STRIP x kc) and the streamed one (A, MR x kc; or grad_y panel, kc x
+  // PANEL), f32. At most 256 (512 measured no faster), a multiple of 32 (so
+  // fast-bf16 pairs never straddle blocks).
+  const size_t kc_l1 = round_down(caches.l1d / (sizeof(float) * (row_unit + col_unit)), 32);
+  size_t kc_max = std::clamp<size_t>(kc_l1, 32, 256);
+  if (plan.rowvec) kc_max = std::min(kc_max, plan.rowvec->max_kc);  // what a strip row holds
+  plan.kc = std::min(N, kc_max);
+
+  // nc: every column block re-packs the slot's grad_y rows, so wider blocks
+  // pack less; but the blocks are also the unit of parallelism. Aim for 2
+  // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
+  // 2 threads), never narrower than 256 columns (below that the packing of
+  // grad_y dominates and splitting tokens is cheaper) nor wider than half
+  // the L2 holds as a weight panel (nc x kc f32: 512 columns in 1 MiB, where
+  // 768 or more measured no faster).
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
-  plan.nc = std::clamp(round_up(per_item, col_unit), std::min(round_up(K, col_unit), round_up(256, col_unit)),
-                       std::min(round_up(K, col_unit), round_up(512, col_unit)));
+  const size_t nc_min = std::min(round_up(K, col_unit), round_up(256, col_unit));
+  const size_t nc_l2 = round_nearest(caches.l2 / (2 * sizeof(float) * kc_max), col_unit);
+  const size_t nc_max = std::max(round_up(256, col_unit), nc_l2);
+  plan.nc = std::clamp(round_up(per_item, col_unit), nc_min, std::min(round_up(K, col_unit), nc_max));
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
 
   // Too few column blocks for the workers: split the tokens into chunks.
@@ -98,10 +111,14 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
 
   // ms: room for twice the average rows an expert has in a chunk, so an
   // expert rarely needs a second slot (which would pack its weights again),
-  // at most 240 rows rounded up to the engine's unit (252 or 256: the slot,
-  // ms x nc, then fits in L2 beside the panels).
+  // as long as a slot of the widest blocks (ms x nc_max) and its packed
+  // grad_y rows (ms x kc_max) fill at most 3/4 of the L2: the scatter-add
+  // reads the slot from there. Not below 64 rows (fewer would repack
+  // weights more than a slot out of L2 costs) nor above 512.
+  const size_t ms_l2 = round_nearest(caches.l2 * 3 / 4 / (sizeof(float) * (nc_max + kc_max)), row_unit);
+  const size_t ms_max = std::clamp(ms_l2, round_up(64, row_unit), round_up(512, row_unit));
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
-  plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, round_up(240, row_unit));
+  plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, ms_max);
 
   // ms and nc are multiples of the engine's units, so panels need no padding.
   size_t cursor = 0;

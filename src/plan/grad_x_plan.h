@@ -30,6 +30,7 @@
 
 #include "api/problem.h"
 #include "kernels/gemm_kernels.h"
+#include "plan/cache_sizes.h"
 #include "plan/engine.h"
 
 namespace moegrad::plan {
@@ -65,6 +66,6 @@ inline constexpr size_t kWorkspaceAlign = 512;
 
 // Fails only on size overflow (status + message).
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& kernels, int workers,
-                                Engine engine, GradXPlan* out);
+                                Engine engine, const CacheSizes& caches, GradXPlan* out);
 
 }  // namespace moegrad::plan

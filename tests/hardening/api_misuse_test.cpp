@@ -158,6 +158,10 @@ TEST(ApiMisuse, BadEnvironmentFailsContextCreationCleanly) {
       {"MOEGRAD_NUM_THREADS", "4097"}, {"MOEGRAD_NUM_THREADS", "2x"},  {"MOEGRAD_NUM_THREADS", "99999999999999999999"},
       {"MOEGRAD_NUM_THREADS", "2 "},   {"MOEGRAD_ISA", "avx1024"},     {"MOEGRAD_ISA", "AVX2 "},
       {"MOEGRAD_ENGINE", "fast"},      {"MOEGRAD_ENGINE", "Rowvec"},
+      {"MOEGRAD_L1D_BYTES", "48K"},    {"MOEGRAD_L1D_BYTES", "-49152"}, {"MOEGRAD_L1D_BYTES", "16383"},
+      {"MOEGRAD_L1D_BYTES", "1048577"}, {"MOEGRAD_L1D_BYTES", " 49152"}, {"MOEGRAD_L2_BYTES", "1M"},
+      {"MOEGRAD_L2_BYTES", "131071"},  {"MOEGRAD_L2_BYTES", "67108865"}, {"MOEGRAD_L2_BYTES", "+1048576"},
+      {"MOEGRAD_L2_BYTES", "99999999999999999999999"},
   };
   for (const C& c : cases) {
     ScopedEnv env(c.var, c.value);

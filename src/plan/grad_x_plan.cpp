@@ -61,7 +61,10 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc), fitted to the
   // data caches. With 48 KiB of L1 and 1 MiB of L2 (where it was measured)
   // this gives kc 256, nc at most 512 (518 in 14-column strips) and ms at
-  // most 256 (252 in 14-row tiles).
+  // most 256 (252 in 14-row tiles). Smaller caches shrink the blocks; larger
+  // ones do not grow them: on a Xeon with 2 MiB of L2, blocks fitted to it
+  // (nc up to 1036) took 1.01-1.07x the time of these.
+  const CacheSizes fit{std::min<size_t>(caches.l1d, 48 * 1024), std::min<size_t>(caches.l2, 1024 * 1024)};
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
   plan.rowvec = use_rowvec(p, k, engine) ? k.rowvec : nullptr;
   // Granularity of slot rows and grad_x columns: the engine's register tile.
@@ -73,9 +76,9 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // kc: the block a micro-kernel call reduces over. The L1 holds what one
   // call reads: the reused operand (B micro-panel, kc x NR; or weight strip,
   // STRIP x kc) and the streamed one (A, MR x kc; or grad_y panel, kc x
-  // PANEL), f32. At most 256 (512 measured no faster), a multiple of 32 (so
+  // PANEL), f32. At most 256, a multiple of 32 (so
   // fast-bf16 pairs never straddle blocks).
-  const size_t kc_l1 = round_down(caches.l1d / (sizeof(float) * (row_unit + col_unit)), 32);
+  const size_t kc_l1 = round_down(fit.l1d / (sizeof(float) * (row_unit + col_unit)), 32);
   size_t kc_max = std::clamp<size_t>(kc_l1, 32, 256);
   if (plan.rowvec) kc_max = std::min(kc_max, plan.rowvec->max_kc);  // what a strip row holds
   plan.kc = std::min(N, kc_max);
@@ -85,11 +88,10 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
   // 2 threads), never narrower than 256 columns (below that the packing of
   // grad_y dominates and splitting tokens is cheaper) nor wider than half
-  // the L2 holds as a weight panel (nc x kc f32: 512 columns in 1 MiB, where
-  // 768 or more measured no faster).
+  // the L2 holds as a weight panel (nc x kc f32).
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
   const size_t nc_min = std::min(round_up(K, col_unit), round_up(256, col_unit));
-  const size_t nc_l2 = round_nearest(caches.l2 / (2 * sizeof(float) * kc_max), col_unit);
+  const size_t nc_l2 = round_nearest(fit.l2 / (2 * sizeof(float) * kc_max), col_unit);
   const size_t nc_max = std::max(round_up(256, col_unit), nc_l2);
   plan.nc = std::clamp(round_up(per_item, col_unit), nc_min, std::min(round_up(K, col_unit), nc_max));
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
@@ -114,9 +116,9 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // as long as a slot of the widest blocks (ms x nc_max) and its packed
   // grad_y rows (ms x kc_max) fill at most 3/4 of the L2: the scatter-add
   // reads the slot from there. Not below 64 rows (fewer would repack
-  // weights more than a slot out of L2 costs) nor above 512.
-  const size_t ms_l2 = round_nearest(caches.l2 * 3 / 4 / (sizeof(float) * (nc_max + kc_max)), row_unit);
-  const size_t ms_max = std::clamp(ms_l2, round_up(64, row_unit), round_up(512, row_unit));
+  // weights more than a slot out of L2 costs).
+  const size_t ms_l2 = round_nearest(fit.l2 * 3 / 4 / (sizeof(float) * (nc_max + kc_max)), row_unit);
+  const size_t ms_max = std::max(ms_l2, round_up(64, row_unit));
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;
   plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, ms_max);
 

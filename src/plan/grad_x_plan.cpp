@@ -76,8 +76,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // kc: the block a micro-kernel call reduces over. The L1 holds what one
   // call reads: the reused operand (B micro-panel, kc x NR; or weight strip,
   // STRIP x kc) and the streamed one (A, MR x kc; or grad_y panel, kc x
-  // PANEL), f32. At most 256, a multiple of 32 (so
-  // fast-bf16 pairs never straddle blocks).
+  // PANEL), f32. At most 256; a multiple of 32, so fast-bf16 pairs never
+  // straddle blocks.
   const size_t kc_l1 = round_down(fit.l1d / (sizeof(float) * (row_unit + col_unit)), 32);
   size_t kc_max = std::clamp<size_t>(kc_l1, 32, 256);
   if (plan.rowvec) kc_max = std::min(kc_max, plan.rowvec->max_kc);  // what a strip row holds
@@ -115,8 +115,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // expert rarely needs a second slot (which would pack its weights again),
   // as long as a slot of the widest blocks (ms x nc_max) and its packed
   // grad_y rows (ms x kc_max) fill at most 3/4 of the L2: the scatter-add
-  // reads the slot from there. Not below 64 rows (fewer would repack
-  // weights more than a slot out of L2 costs).
+  // reads the slot from there. At least 64 rows whatever the L2 claims, so
+  // an expert's weights are not packed again every few rows.
   const size_t ms_l2 = round_nearest(fit.l2 * 3 / 4 / (sizeof(float) * (nc_max + kc_max)), row_unit);
   const size_t ms_max = std::max(ms_l2, round_up(64, row_unit));
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;

@@ -92,7 +92,8 @@ void print_header(std::FILE* out, const MachineInfo& machine) {
                  fixed(r.gflops, "%.1f").c_str());
   }
   std::fprintf(out, " (%s f32 FMA loop)\n", machine.fma_isa.c_str());
-  std::fprintf(out, "  timing    median (min, max) of the reps after 1 warm-up; fused: moegrad_grad_x only\n");
+  std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
+                    "            fused: moegrad_grad_x only\n");
   std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
                     "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n");
 }

@@ -9,7 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
+#include <memory>
+#include <stdexcept>
+#include <thread>
 
 #include "aligned_buffer.h"
 #include "bench_problem.h"
@@ -37,53 +41,37 @@ constexpr double kRelTolerance = 1e-3;
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
-// One warm-up (page faults, thread start-up, clocks), then `reps` timed runs.
-template <class Fn>  // double fn(): one run, its milliseconds
-Stats time_reps(int reps, Fn&& fn) {
-  fn();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) ms.push_back(fn());
-  return summarize(std::move(ms));
-}
-
-struct Measured {
+// A path the bench times. prepare() allocates what it needs (untimed) and
+// returns false when the path cannot run here (its row is then null);
+// run() runs it once and returns its milliseconds; release() frees what
+// prepare() took.
+struct TimedPath {
+  std::function<bool()> prepare;
+  std::function<double()> run;
+  std::function<void()> release;
   Stats ms;
-  uint64_t workspace_bytes = 0;
-  std::optional<uint64_t> peak_rss;
 };
 
-// The two phases; only moegrad_grad_x is timed (an executor is single-use,
-// so each repetition plans again, untimed).
-Measured measure_fused(const moegrad_grad_x_args& args, const moegrad::Context& ctx, int reps) {
-  const PeakRss rss;
-  cli::AlignedBuffer ws;
-  Measured m;
-  m.ms = time_reps(reps, [&] {
-    moegrad::GradXExecutor ex(args, ctx);
-    m.workspace_bytes = ex.workspace_bytes();
-    if (ws.data() == nullptr || ws.size() < ex.workspace_bytes()) ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
-    const Clock::time_point t0 = Clock::now();
-    ex.run(ws.data(), ex.workspace_bytes(), ctx);
-    return ms_since(t0);
-  });
-  m.peak_rss = rss.peak();
-  return m;
-}
+// Idle time before each run, so worker threads that the previous run left
+// spinning (OpenMP's default wait policy, under oneDNN) are asleep again and
+// every run starts from the same state.
+constexpr std::chrono::milliseconds kSettle{20};
 
-// moegrad's non-fused path: the whole call (it plans and allocates its small
-// workspace itself) into a d_expanded_x allocated once.
-Measured measure_nonfused(const moegrad_grad_x_args& args, const moegrad::Context& ctx, int reps,
-                          uint64_t d_expanded_x_bytes) {
-  const PeakRss rss;
-  const cli::AlignedBuffer d_expanded_x(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
-  Measured m;
-  m.ms = time_reps(reps, [&] {
-    const Clock::time_point t0 = Clock::now();
-    moegrad::check(moegrad::driver::nonfused_grad_x(args, ctx.get(), d_expanded_x.as<float>()));
-    return ms_since(t0);
-  });
-  m.peak_rss = rss.peak();
-  return m;
+// The timing of all paths of one dtype and thread count, interleaved: after
+// one warm-up each, every round runs each path once, starting one path later
+// each round, so drift in the shared host's speed (several % over seconds
+// here) lands on every path alike instead of on whichever ran last, and no
+// path always follows the same one.
+void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
+  std::vector<std::vector<double>> ms(paths.size());
+  for (TimedPath* p : paths) p->run();
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const size_t j = (i + static_cast<size_t>(r)) % paths.size();
+      std::this_thread::sleep_for(kSettle);
+      ms[j].push_back(paths[j]->run());
+    }
+  for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
 }
 
 struct Diff {
@@ -262,18 +250,6 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
       base.dtype = dtype;
       base.mode = "exact";
       base.threads = threads;
-      auto timed_row = [&](const std::string& path, const Stats& ms, uint64_t workspace,
-                           std::optional<uint64_t> peak_rss) {
-        Row r = base;
-        r.path = path;
-        r.ms = ms.median;
-        r.ms_min = ms.min;
-        r.ms_max = ms.max;
-        r.gflops = flops / (ms.median * 1e6);
-        r.workspace_bytes = workspace;
-        r.peak_rss_bytes = peak_rss;
-        return r;
-      };
       // Agreement with the fused grad_x for a path that sums in another order.
       auto tolerance_check = [&](const std::string& what) {
         const Diff d = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
@@ -287,11 +263,74 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
 
       moegrad::Context ctx;
       ctx.set_num_threads(threads);
+      moegrad::Context fast;
+      fast.set_num_threads(threads);
+      fast.set_fast_bf16(true);
+
+      // The paths. Each first runs once alone, between a reset and a read of
+      // the peak RSS, and its grad_x is checked; then all are timed together.
+      cli::AlignedBuffer ws;
+      auto fused_run = [&](const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes) {
+        moegrad::GradXExecutor ex(args, c);  // single-use: planned again each run, untimed
+        *ws_bytes = ex.workspace_bytes();
+        if (ws.data() == nullptr || ws.size() < ex.workspace_bytes())
+          ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
+        const Clock::time_point t0 = Clock::now();
+        ex.run(ws.data(), ex.workspace_bytes(), c);
+        return ms_since(t0);
+      };
+      uint64_t fused_ws = 0, fast_ws = 0;
+      auto free_ws = [&] { ws = cli::AlignedBuffer(); };
+      TimedPath fused_path{[] { return true; }, [&] { return fused_run(ref_args, ctx, &fused_ws); }, free_ws, {}};
+      TimedPath fast_path{[] { return true; }, [&] { return fused_run(out_args, fast, &fast_ws); }, free_ws, {}};
+      std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
+      TimedPath nonfused_path{
+          [&] {
+            d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+            return true;
+          },
+          [&] {
+            // The whole call: it plans and allocates its small workspace itself.
+            const Clock::time_point t0 = Clock::now();
+            moegrad::check(moegrad::driver::nonfused_grad_x(out_args, ctx.get(), d_expanded_x->as<float>()));
+            return ms_since(t0);
+          },
+          [&] { d_expanded_x.reset(); },
+          {}};
+      std::unique_ptr<OnednnNonfused> onednn;
+      std::string onednn_why;
+      TimedPath onednn_path{
+          [&] {
+            onednn = std::make_unique<OnednnNonfused>();
+            return onednn->prepare(problem, threads, &onednn_why);
+          },
+          [&] {
+            const Clock::time_point t0 = Clock::now();
+            onednn->run(out.as<float>());
+            return ms_since(t0);
+          },
+          [&] { onednn.reset(); },
+          {}};
+
+      // Alone: peak RSS and the checks. Returns whether the path ran.
+      auto run_alone = [&](TimedPath& path, std::optional<uint64_t>* peak_rss) {
+        const PeakRss rss;
+        if (!path.prepare()) {
+          path.release();
+          return false;
+        }
+        path.run();
+        *peak_rss = rss.peak();
+        path.release();
+        return true;
+      };
 
       // fused, exact: the reference for the other paths.
       progress.step(tag + " fused");
-      const Measured fused = measure_fused(ref_args, ctx, reps);
-      Row fused_row = timed_row("fused", fused.ms, fused.workspace_bytes, fused.peak_rss);
+      Row fused_row = base;
+      fused_row.path = "fused";
+      std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
+      run_alone(fused_path, &fused_rss);
       fused_row.check = "ref";
       if (cross_threads && threads == config.threads.front()) {
         std::memcpy(first_ref.data(), ref.data(), grad_x_floats * 4);
@@ -300,23 +339,23 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
         progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
                       std::to_string(config.threads.front()) + " threads (SPEC §5)");
       }
-      report.rows.push_back(fused_row);
+      std::vector<TimedPath*> timed{&fused_path};
 
       // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
+      Row fast_row = base;
+      fast_row.path = "fused";
+      fast_row.mode = "fast-bf16";
+      bool fast_runs = false;
       if (format == cli::FloatFormat::kBF16 && config.fast_bf16) {
         progress.step(tag + " fused fast-bf16");
-        moegrad::Context fast;
-        fast.set_num_threads(threads);
-        fast.set_fast_bf16(true);
         fill_nan(out);
         try {
-          const Measured m = measure_fused(out_args, fast, reps);
-          Row r = timed_row("fused", m.ms, m.workspace_bytes, m.peak_rss);
-          r.mode = "fast-bf16";
-          r.check = tolerance_check("fused fast-bf16");
-          report.rows.push_back(r);
+          fast_runs = run_alone(fast_path, &fast_rss);
+          fast_row.check = tolerance_check("fused fast-bf16");
+          timed.push_back(&fast_path);
         } catch (const moegrad::Error& e) {
           if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
+          fast_runs = false;
           add_note(&report, std::string("fast-bf16 skipped: ") + e.what());
         }
       }
@@ -324,42 +363,78 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
       // non-fused with moegrad's kernels: the same bits as the fused path.
       progress.step(tag + " nonfused");
       fill_nan(out);
-      const Measured nf = measure_nonfused(out_args, ctx, reps, d_expanded_x_bytes);
-      Row nf_row = timed_row("nonfused", nf.ms, d_expanded_x_bytes + fused.workspace_bytes, nf.peak_rss);
+      run_alone(nonfused_path, &nonfused_rss);
+      Row nf_row = base;
+      nf_row.path = "nonfused";
       const Diff nf_diff = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
       nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
       if (!nf_diff.identical) {
         progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
                       format_g("%.3g", nf_diff.max_abs_diff) + ")");
       }
-      report.rows.push_back(nf_row);
+      timed.push_back(&nonfused_path);
 
       // non-fused with oneDNN.
       progress.step(tag + " onednn-nonfused");
       fill_nan(out);
-      {
+      Row dnn_row = base;
+      dnn_row.path = "onednn-nonfused";
+      uint64_t onednn_ws = 0;
+      std::string onednn_impl;
+      const bool onednn_runs = [&] {
         const PeakRss rss;
-        OnednnNonfused onednn;
-        std::string why;
-        if (onednn.prepare(problem, threads, &why)) {
-          const Stats ms = time_reps(reps, [&] {
-            const Clock::time_point t0 = Clock::now();
-            onednn.run(out.as<float>());
-            return ms_since(t0);
-          });
-          Row r = timed_row("onednn-nonfused", ms, onednn.workspace_bytes(), rss.peak());
-          r.check = tolerance_check("onednn-nonfused");
-          report.rows.push_back(r);
-          add_note(&report, "onednn-nonfused " + dtype + ": " + OnednnNonfused::version() + ", implementation " +
-                                onednn.implementation());
-        } else {
-          Row r = base;
-          r.path = "onednn-nonfused";
-          r.check = "n/a";
-          report.rows.push_back(r);
-          add_note(&report, "onednn-nonfused " + dtype + ": null: " + why);
+        if (!onednn_path.prepare()) {
+          onednn_path.release();
+          return false;
         }
+        onednn_path.run();
+        onednn_rss = rss.peak();
+        onednn_ws = onednn->workspace_bytes();
+        onednn_impl = onednn->implementation();
+        onednn_path.release();
+        return true;
+      }();
+      if (onednn_runs) {
+        dnn_row.check = tolerance_check("onednn-nonfused");
+        timed.push_back(&onednn_path);
+      } else {
+        dnn_row.check = "n/a";
       }
+
+      // All together, interleaved.
+      progress.status(tag + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
+                      std::to_string(reps) + " rounds");
+      for (TimedPath* path : timed) {
+        if (!path->prepare()) throw std::runtime_error(tag + ": a path that ran alone cannot be prepared again");
+      }
+      time_interleaved(timed, reps);
+      for (TimedPath* path : timed) path->release();
+
+      auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
+                             std::optional<uint64_t> peak_rss) {
+        r->ms = path.ms.median;
+        r->ms_min = path.ms.min;
+        r->ms_max = path.ms.max;
+        r->gflops = flops / (path.ms.median * 1e6);
+        r->workspace_bytes = workspace;
+        r->peak_rss_bytes = peak_rss;
+      };
+      fill_timing(&fused_row, fused_path, fused_ws, fused_rss);
+      report.rows.push_back(fused_row);
+      if (fast_runs) {
+        fill_timing(&fast_row, fast_path, fast_ws, fast_rss);
+        report.rows.push_back(fast_row);
+      }
+      fill_timing(&nf_row, nonfused_path, d_expanded_x_bytes + fused_ws, nonfused_rss);
+      report.rows.push_back(nf_row);
+      if (onednn_runs) {
+        fill_timing(&dnn_row, onednn_path, onednn_ws, onednn_rss);
+        add_note(&report, "onednn-nonfused " + dtype + ": " + OnednnNonfused::version() + ", implementation " +
+                              onednn_impl);
+      } else {
+        add_note(&report, "onednn-nonfused " + dtype + ": null: " + onednn_why);
+      }
+      report.rows.push_back(dnn_row);
     }
   }
   return report;

@@ -1,8 +1,10 @@
 // The measurements of `moegrad bench`: inputs per shape and dtype, then for
 // each thread count the fused operator (exact, and fast-bf16 where the CPU
-// has it), the non-fused path with moegrad's kernels and with oneDNN, each
-// timed (one warm-up, then the median of the repetitions), sized (workspace,
-// peak RSS) and cross-checked against the fused grad_x.
+// has it), the non-fused path with moegrad's kernels and with oneDNN. Each
+// first runs alone, sized (workspace, peak RSS) and cross-checked against
+// the fused grad_x; then all are timed together, interleaved (one warm-up
+// each, then rounds that run every path once), the median of the rounds
+// reported.
 #pragma once
 
 #include <optional>

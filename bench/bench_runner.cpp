@@ -312,8 +312,10 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
           [&] { onednn.reset(); },
           {}};
 
-      // Alone: peak RSS and the checks. Returns whether the path ran.
-      auto run_alone = [&](TimedPath& path, std::optional<uint64_t>* peak_rss) {
+      // Alone: peak RSS and the checks; `ran` reads what the path holds
+      // before it is released. Returns whether the path ran.
+      auto run_alone = [&](TimedPath& path, std::optional<uint64_t>* peak_rss,
+                           const std::function<void()>& ran = [] {}) {
         const PeakRss rss;
         if (!path.prepare()) {
           path.release();
@@ -321,6 +323,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
         }
         path.run();
         *peak_rss = rss.peak();
+        ran();
         path.release();
         return true;
       };
@@ -355,7 +358,6 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
           timed.push_back(&fast_path);
         } catch (const moegrad::Error& e) {
           if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
-          fast_runs = false;
           add_note(&report, std::string("fast-bf16 skipped: ") + e.what());
         }
       }
@@ -381,19 +383,10 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
       dnn_row.path = "onednn-nonfused";
       uint64_t onednn_ws = 0;
       std::string onednn_impl;
-      const bool onednn_runs = [&] {
-        const PeakRss rss;
-        if (!onednn_path.prepare()) {
-          onednn_path.release();
-          return false;
-        }
-        onednn_path.run();
-        onednn_rss = rss.peak();
+      const bool onednn_runs = run_alone(onednn_path, &onednn_rss, [&] {
         onednn_ws = onednn->workspace_bytes();
         onednn_impl = onednn->implementation();
-        onednn_path.release();
-        return true;
-      }();
+      });
       if (onednn_runs) {
         dnn_row.check = tolerance_check("onednn-nonfused");
         timed.push_back(&onednn_path);

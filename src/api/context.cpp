@@ -9,6 +9,7 @@
 #include <string>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include "api/error.h"
 #include "kernels/gemm_kernels.h"
@@ -25,30 +26,31 @@ int32_t online_cpus() {
   return n >= 1 ? static_cast<int32_t>(n < kMaxThreads ? n : kMaxThreads) : 1;
 }
 
-moegrad_status parse_isa(const char* text, moegrad_isa* isa) {
-  static const struct { const char* name; moegrad_isa isa; } kNames[] = {
-      {"auto", MOEGRAD_ISA_AUTO}, {"scalar", MOEGRAD_ISA_SCALAR},
-      {"avx2", MOEGRAD_ISA_AVX2}, {"avx512", MOEGRAD_ISA_AVX512}};
-  for (const auto& n : kNames) {
-    if (std::strcmp(text, n.name) == 0) {
-      *isa = n.isa;
+// The value the environment variable `var` names, from `names` (N choices);
+// INVALID_ARGUMENT listing them otherwise.
+template <class T, size_t N>
+moegrad_status parse_choice(const char* var, const char* text, const std::pair<const char*, T> (&names)[N], T* out) {
+  std::string choices;
+  for (const auto& [name, value] : names) {
+    if (std::strcmp(text, name) == 0) {
+      *out = value;
       return MOEGRAD_STATUS_SUCCESS;
     }
+    choices += choices.empty() ? name : std::string(", ") + name;
   }
-  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT,
-              "MOEGRAD_ISA='%s' is not one of auto, scalar, avx2, avx512", text);
+  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not one of %s", var, text, choices.c_str());
+}
+
+moegrad_status parse_isa(const char* text, moegrad_isa* isa) {
+  static const std::pair<const char*, moegrad_isa> kNames[] = {
+      {"auto", MOEGRAD_ISA_AUTO}, {"scalar", MOEGRAD_ISA_SCALAR}, {"avx2", MOEGRAD_ISA_AVX2}, {"avx512", MOEGRAD_ISA_AVX512}};
+  return parse_choice("MOEGRAD_ISA", text, kNames, isa);
 }
 
 moegrad_status parse_engine(const char* text, plan::Engine* engine) {
-  static const struct { const char* name; plan::Engine engine; } kNames[] = {
+  static const std::pair<const char*, plan::Engine> kNames[] = {
       {"auto", plan::Engine::kAuto}, {"packed", plan::Engine::kPacked}, {"rowvec", plan::Engine::kRowvec}};
-  for (const auto& n : kNames) {
-    if (std::strcmp(text, n.name) == 0) {
-      *engine = n.engine;
-      return MOEGRAD_STATUS_SUCCESS;
-    }
-  }
-  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "MOEGRAD_ENGINE='%s' is not one of auto, packed, rowvec", text);
+  return parse_choice("MOEGRAD_ENGINE", text, kNames, engine);
 }
 
 // A cache size in bytes from the environment variable `name`, if set.
@@ -107,12 +109,14 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
     if (moegrad_status s = parse_engine(env, &ctx->engine); s != MOEGRAD_STATUS_SUCCESS) return s;
   }
   const runtime::CpuFeatures& cpu = runtime::cpu_features();
-  ctx->caches = {static_cast<size_t>(cpu.l1d_bytes), static_cast<size_t>(cpu.l2_bytes)};
-  if (moegrad_status s = parse_cache_bytes("MOEGRAD_L1D_BYTES", plan::kMinL1dBytes, plan::kMaxL1dBytes,
+  if (cpu.l1d_bytes > 0) ctx->caches.l1d = cpu.l1d_bytes;
+  if (cpu.l2_bytes > 0) ctx->caches.l2 = cpu.l2_bytes;
+  if (moegrad_status s = parse_cache_bytes("MOEGRAD_L1D_BYTES", runtime::kMinL1dBytes, runtime::kMaxL1dBytes,
                                            &ctx->caches.l1d);
       s != MOEGRAD_STATUS_SUCCESS)
     return s;
-  if (moegrad_status s = parse_cache_bytes("MOEGRAD_L2_BYTES", plan::kMinL2Bytes, plan::kMaxL2Bytes, &ctx->caches.l2);
+  if (moegrad_status s =
+          parse_cache_bytes("MOEGRAD_L2_BYTES", runtime::kMinL2Bytes, runtime::kMaxL2Bytes, &ctx->caches.l2);
       s != MOEGRAD_STATUS_SUCCESS)
     return s;
   return ctx->resize_pool();

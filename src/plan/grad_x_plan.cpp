@@ -64,7 +64,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // most 256 (252 in 14-row tiles). Smaller caches shrink the blocks; larger
   // ones do not grow them: on a Xeon with 2 MiB of L2, blocks fitted to it
   // (nc up to 1036) took 1.01-1.07x the time of these.
-  const CacheSizes fit{std::min<size_t>(caches.l1d, 48 * 1024), std::min<size_t>(caches.l2, 1024 * 1024)};
+  const CacheSizes fit{std::min(caches.l1d, CacheSizes{}.l1d), std::min(caches.l2, CacheSizes{}.l2)};
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
   plan.rowvec = use_rowvec(p, k, engine) ? k.rowvec : nullptr;
   // Granularity of slot rows and grad_x columns: the engine's register tile.

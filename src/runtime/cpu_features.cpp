@@ -40,8 +40,11 @@ CpuFeatures detect() {
 
   const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (l1 >= 16 * 1024 && l1 <= 1024 * 1024) f.l1d_bytes = static_cast<int>(l1);
-  if (l2 >= 128 * 1024 && l2 <= 64L * 1024 * 1024) f.l2_bytes = l2;
+  const auto plausible = [](long v, size_t lo, size_t hi) {
+    return v > 0 && static_cast<size_t>(v) >= lo && static_cast<size_t>(v) <= hi ? static_cast<size_t>(v) : 0;
+  };
+  f.l1d_bytes = plausible(l1, kMinL1dBytes, kMaxL1dBytes);
+  f.l2_bytes = plausible(l2, kMinL2Bytes, kMaxL2Bytes);
   return f;
 }
 

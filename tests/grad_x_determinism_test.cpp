@@ -298,8 +298,9 @@ TEST(Engines, RowvecFallsBackOnStridedLayouts) {
 // ---- blocks fitted to the data caches ----------------------------------------
 
 // Cache sizes from the smallest the environment accepts to far larger ones
-// than any L1/L2 today: they change kc, nc and ms (reduction blocks down to
-// 32, column blocks down to 256, slots down to 64 rows).
+// than any L1/L2 today: the small ones shrink kc, nc and ms (reduction
+// blocks down to 64, column blocks down to 256, slots down to about 64
+// rows); the large ones meet the plan's cap.
 struct Caches {
   const char* l1d;
   const char* l2;

@@ -17,7 +17,8 @@
 //   ring          workers x ms x nc f32    one C tile slot per worker (the
 //                                          row-vector engine keeps it as its
 //                                          transpose, nc x ms)
-//   a_pack        workers x ms x kc        packed grad_y rows (widened to f32)
+//   a_pack        workers x ms x kc        packed grad_y rows (widened to f32;
+//                                          copied rows: x 272 instead of kc)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
 //                                          engine: one weight strip)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
@@ -48,8 +49,8 @@ struct GradXPlan {
   const kernels::RowvecKernels* rowvec = nullptr;
   int workers = 1;
 
-  size_t ms = 0;  // rows per ring slot (multiple of MR)
-  size_t nc = 0;  // columns per column block (multiple of NR)
+  size_t ms = 0;  // rows per ring slot (multiple of MR, or of the row-vector panel)
+  size_t nc = 0;  // columns per column block (multiple of NR, or of the strip)
   size_t kc = 0;  // reduction (N) block
 
   int64_t col_blocks = 0;

@@ -197,6 +197,7 @@ std::vector<ProblemSpec> engine_specs() {
       {{.batch = 17, .top_k = 1, .experts = 1, .K = 13, .N = 1}, 10},    // one 16-row vector + 1
       {{.batch = 9, .top_k = 4, .experts = 6, .K = 1, .N = 3}, 11},      // K = 1
       {{.batch = 64, .top_k = 2, .experts = 4, .K = 300, .N = 40}, 12},  // several strips per block
+      {{.batch = 64, .top_k = 2, .experts = 4, .K = 1100, .N = 40}, 13}, // 2 column blocks, 3 with a small L2
   };
   std::vector<ProblemSpec> specs;
   for (const S& sh : shapes) {
@@ -347,7 +348,7 @@ TEST(CacheSizes, FastBf16KeepsItsEmulationBits) {
 // The sizes are really used: smaller caches give smaller blocks, hence a
 // smaller workspace (the slot ring and packing buffers shrink with them).
 TEST(CacheSizes, SmallerCachesGiveSmallerBlocks) {
-  const Problem p(engine_specs()[5]);  // K = 300: one column block of 300 columns with 1 MiB of L2
+  const Problem p(engine_specs()[6]);  // K = 1100: column blocks narrower with a small L2
   for (moegrad_isa isa : explicit_isas()) {
     size_t bytes[2];
     for (int i = 0; i < 2; ++i) {

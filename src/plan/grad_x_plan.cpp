@@ -60,10 +60,11 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
 
   // Blocking (seed §2.4.4: baseM/baseN/baseK, here ms/nc/kc), fitted to the
   // data caches. With 48 KiB of L1 and 1 MiB of L2 (where it was measured)
-  // this gives kc 256, nc at most 512 (518 in 14-column strips) and ms at
-  // most 256 (252 in 14-row tiles). Smaller caches shrink the blocks; larger
-  // ones do not grow them: on a Xeon with 2 MiB of L2, blocks fitted to it
-  // (nc up to 1036) took 1.01-1.07x the time of these.
+  // this gives kc 256, nc at most 512 (1036 on the row-vector engine, in
+  // 14-column strips) and ms at most 256 (252 in 14-row tiles; 160 on the
+  // row-vector engine). Smaller caches shrink the blocks; larger ones do
+  // not grow them: on a Xeon with 2 MiB of L2, blocks fitted to it (twice
+  // the columns and taller slots) took 1.01-1.07x the time of the 1 MiB ones.
   const CacheSizes fit{std::min(caches.l1d, CacheSizes{}.l1d), std::min(caches.l2, CacheSizes{}.l2)};
   const size_t N = static_cast<size_t>(p.N), K = static_cast<size_t>(p.K);
   plan.rowvec = use_rowvec(p, k, engine) ? k.rowvec : nullptr;
@@ -87,13 +88,27 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // pack less; but the blocks are also the unit of parallelism. Aim for 2
   // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
   // 2 threads), never narrower than 256 columns (below that the packing of
-  // grad_y dominates and splitting tokens is cheaper) nor wider than half
-  // the L2 holds as a weight panel (nc x kc f32).
+  // grad_y dominates and splitting tokens is cheaper) nor wider than the L2
+  // allows: the packed engine keeps a weight panel (nc x kc f32) in half of
+  // it; the row-vector engine keeps no weight panel there (its strips live
+  // in L1), only the slot and the panels, so it takes twice the columns
+  // (measured with the rule below: zmoe f32 0.98x / 0.96x the time with
+  // 1 / 2 threads, fast bf16 0.95x / 0.97x, fine-grained 0.96x with 1).
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
   const size_t nc_min = std::min(round_up(K, col_unit), round_up(256, col_unit));
-  const size_t nc_l2 = round_nearest(fit.l2 / (2 * sizeof(float) * kc_max), col_unit);
+  const size_t weight_panel_share = plan.rowvec ? 1 : 2;
+  const size_t nc_l2 = round_up(fit.l2 / (weight_panel_share * sizeof(float) * kc_max), col_unit);
   const size_t nc_max = std::max(round_up(256, col_unit), nc_l2);
-  plan.nc = std::clamp(round_up(per_item, col_unit), nc_min, std::min(round_up(K, col_unit), nc_max));
+  const size_t nc_cap = std::clamp(round_up(per_item, col_unit), nc_min, std::min(round_up(K, col_unit), nc_max));
+  // Then as many blocks for each worker (narrower blocks cost less than a
+  // worker idle while another finishes an extra one, or than the token
+  // chunks below, each of which streams its experts' weights again), all of
+  // about the same width: a narrow last block would re-pack every row for
+  // a few columns.
+  size_t blocks = (K + nc_cap - 1) / nc_cap;  // K >= 1 (validated)
+  const auto worker_count = static_cast<size_t>(plan.workers);
+  if (blocks > worker_count) blocks = round_up(blocks, worker_count);
+  plan.nc = round_up((K + blocks - 1) / blocks, col_unit);
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
 
   // Too few column blocks for the workers: split the tokens into chunks.

@@ -198,6 +198,7 @@ std::vector<ProblemSpec> engine_specs() {
       {{.batch = 9, .top_k = 4, .experts = 6, .K = 1, .N = 3}, 11},      // K = 1
       {{.batch = 64, .top_k = 2, .experts = 4, .K = 300, .N = 40}, 12},  // several strips per block
       {{.batch = 64, .top_k = 2, .experts = 4, .K = 1100, .N = 40}, 13}, // 2 column blocks, 3 with a small L2
+      {{.batch = 64, .top_k = 2, .experts = 2, .K = 100, .N = 700}, 14},  // several packing spans with a small L2
   };
   std::vector<ProblemSpec> specs;
   for (const S& sh : shapes) {

@@ -16,15 +16,15 @@
 namespace moegrad::driver {
 
 struct RowvecScratch {
-  float* panels;   // >= round_up(count, PANEL) * kc floats
+  float* panels;   // >= round_up(count, PANEL) * pack_span floats
   float* w_strip;  // >= strip_floats
 };
 
 // ct[j*ldct + r] = sum_{p < n} A[rows[r], p] * B[j0 + j, p] for r < count,
 // j < cols; one fp32 FMA chain per element in ascending p, from +0.0
 // (SPEC §5). A and B must be contiguous along p (reduce_stride 1); kc <=
-// k.max_kc; ldct >= round_up(count, 16).
-void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, const GemmOperand& a,
+// k.max_kc; pack_span a multiple of kc; ldct >= round_up(count, 16).
+void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, size_t pack_span, const GemmOperand& a,
                       const int32_t* rows, size_t count, const GemmOperand& b, size_t j0, size_t cols, int64_t n,
                       float* ct, size_t ldct, const RowvecScratch& scratch);
 

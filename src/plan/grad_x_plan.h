@@ -18,7 +18,8 @@
 //                                          row-vector engine keeps it as its
 //                                          transpose, nc x ms)
 //   a_pack        workers x ms x kc        packed grad_y rows (widened to f32;
-//                                          copied rows: x 272 instead of kc)
+//                                          copied rows: x 272 instead of kc;
+//                                          row-vector: x pack_span)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
 //                                          engine: one weight strip)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
@@ -52,6 +53,10 @@ struct GradXPlan {
   size_t ms = 0;  // rows per ring slot (multiple of MR, or of the row-vector panel)
   size_t nc = 0;  // columns per column block (multiple of NR, or of the strip)
   size_t kc = 0;  // reduction (N) block
+  // Row-vector engine: the reduction range (a multiple of kc, or all of N)
+  // whose grad_y panels are packed at once; each weight strip runs all of
+  // it before the next strip. kc on the packed engine.
+  size_t pack_span = 0;
 
   int64_t col_blocks = 0;
   int64_t chunks = 0;

@@ -87,13 +87,14 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // nc: every column block re-packs the slot's grad_y rows, so wider blocks
   // pack less; but the blocks are also the unit of parallelism. Aim for 2
   // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
-  // 2 threads), never narrower than 256 columns (below that the packing of
-  // grad_y dominates and splitting tokens is cheaper) nor wider than the L2
-  // allows: the packed engine keeps a weight panel (nc x kc f32) in half of
-  // it; the row-vector engine keeps no weight panel there (its strips live
-  // in L1), only the slot and the panels, so it takes twice the columns
-  // (measured with the rule below: zmoe f32 0.98x / 0.96x the time with
-  // 1 / 2 threads, fast bf16 0.95x / 0.97x, fine-grained 0.96x with 1).
+  // 2 threads), never more blocks than 256-column ones would need (narrower,
+  // the packing of grad_y dominates and splitting tokens is cheaper) nor
+  // wider than the L2 allows: the packed engine keeps a weight panel
+  // (nc x kc f32) in half of it; the row-vector engine keeps no weight panel
+  // there (its strips live in L1), only the slot and the panels, so it
+  // takes twice the columns (measured with the rule below: zmoe f32 0.98x /
+  // 0.96x the time with 1 / 2 threads, fast bf16 0.95x / 0.97x,
+  // fine-grained 0.96-0.98x with 1).
   const size_t per_item = (K + static_cast<size_t>(want_items) - 1) / static_cast<size_t>(want_items);
   const size_t nc_min = std::min(round_up(K, col_unit), round_up(256, col_unit));
   const size_t weight_panel_share = plan.rowvec ? 1 : 2;

@@ -53,9 +53,9 @@ struct GradXPlan {
   size_t ms = 0;  // rows per ring slot (multiple of MR, or of the row-vector panel)
   size_t nc = 0;  // columns per column block (multiple of NR, or of the strip)
   size_t kc = 0;  // reduction (N) block
-  // Row-vector engine: the reduction range (a multiple of kc, or all of N)
-  // whose grad_y panels are packed at once; each weight strip runs all of
-  // it before the next strip. kc on the packed engine.
+  // Row-vector engine: the reduction range (a multiple of kc, at most N
+  // rounded up to one) whose grad_y panels are packed at once; each weight
+  // strip runs all of it before the next strip. kc on the packed engine.
   size_t pack_span = 0;
 
   int64_t col_blocks = 0;

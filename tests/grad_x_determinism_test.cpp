@@ -301,8 +301,8 @@ TEST(Engines, RowvecFallsBackOnStridedLayouts) {
 
 // Cache sizes from the smallest the environment accepts to far larger ones
 // than any L1/L2 today: the small ones shrink kc, nc and ms (reduction
-// blocks down to 64, column blocks down to 256, slots down to about 64
-// rows); the large ones meet the plan's cap.
+// blocks down to 64, the packed engine's column-block cap down to 256,
+// slots down to about 64 rows); the large ones meet the plan's cap.
 struct Caches {
   const char* l1d;
   const char* l2;

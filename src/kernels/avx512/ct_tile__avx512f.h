@@ -7,7 +7,6 @@
 
 #include <cstddef>
 
-
 namespace moegrad::kernels::avx512 {
 namespace {
 

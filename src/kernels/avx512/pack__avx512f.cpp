@@ -77,8 +77,8 @@ void pack_a_rows(const void* src, int64_t row_stride, const int32_t* rows, size_
 
 }  // namespace
 
-const PackGatheredRowsFn pack_a_rows_14__avx512f[kNumDTypes] = {pack_a_rows<DType::kF32>, pack_a_rows<DType::kF16>,
-                                                        pack_a_rows<DType::kBF16>};
+const PackGatheredRowsFn pack_a_rows_14__avx512f[kNumDTypes] = {
+    pack_a_rows<DType::kF32>, pack_a_rows<DType::kF16>, pack_a_rows<DType::kBF16>};
 const PackAFn pack_a_14__avx512f[kNumDTypes] = {pack_a<DType::kF32>, pack_a<DType::kF16>, pack_a<DType::kBF16>};
 const PackBFn pack_b_32__avx512f[kNumDTypes] = {pack_b<DType::kF32>, pack_b<DType::kF16>, pack_b<DType::kBF16>};
 

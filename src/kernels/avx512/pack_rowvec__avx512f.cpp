@@ -38,7 +38,7 @@ void copy_strip(const void* src, int64_t k_stride, size_t k0, size_t count, size
 }  // namespace
 
 const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes] = {pack_panel<DType::kF32>, pack_panel<DType::kF16>,
-                                                              pack_panel<DType::kBF16>};
+                                                               pack_panel<DType::kBF16>};
 const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes] = {copy_strip<DType::kF32>, copy_strip<DType::kF16>,
                                                               copy_strip<DType::kBF16>};
 

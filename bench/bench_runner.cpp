@@ -57,11 +57,11 @@ struct TimedPath {
 // every run starts from the same state.
 constexpr std::chrono::milliseconds kSettle{20};
 
-// The timing of all paths of one dtype and thread count, interleaved: after
-// one warm-up each, every round runs each path once, starting one path later
-// each round, so drift in the shared host's speed (several % over seconds
-// here) lands on every path alike instead of on whichever ran last, and no
-// path always follows the same one.
+// The timing of all paths of one dtype (every thread count), interleaved:
+// after one warm-up each, every round runs each path once, starting one path
+// later each round, so drift in the shared host's speed (several % over
+// seconds here) lands on every path alike instead of on whichever ran last,
+// and no path always follows the same one.
 void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
   std::vector<std::vector<double>> ms(paths.size());
   for (TimedPath* p : paths) p->run();
@@ -73,6 +73,26 @@ void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
     }
   for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
 }
+
+// One thread count's paths, their contexts and what they measured. Heap-held
+// so the paths' closures, which point into it, stay valid while all thread
+// counts are timed together.
+struct ThreadPaths {
+  explicit ThreadPaths(int n) : threads(n) {
+    ctx.set_num_threads(n);
+    fast_ctx.set_num_threads(n);
+    fast_ctx.set_fast_bf16(true);
+  }
+  int threads;
+  moegrad::Context ctx, fast_ctx;
+  std::unique_ptr<OnednnNonfused> onednn_impl;
+  std::string onednn_why, onednn_name;
+  uint64_t fused_ws = 0, fast_ws = 0, onednn_ws = 0;
+  TimedPath fused, fast, nonfused, onednn;
+  Row fused_row, fast_row, nf_row, dnn_row;
+  std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
+  bool fast_runs = false, onednn_runs = false;
+};
 
 struct Diff {
   bool identical = false;
@@ -238,7 +258,16 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
                                routing.group_list.data(), shape.batch, shape.top_k, shape.experts,
                                shape.k, shape.n, shape.m()};
 
+    // Shared by the thread counts' paths (never two runs at once): the fused
+    // paths' workspace and moegrad's d_expanded_x.
+    cli::AlignedBuffer ws;
+    std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
+    std::vector<std::unique_ptr<ThreadPaths>> per_threads;
+    std::vector<TimedPath*> timed;
+
     for (const int threads : config.threads) {
+      per_threads.push_back(std::make_unique<ThreadPaths>(threads));
+      ThreadPaths& t = *per_threads.back();
       const std::string tag = label + " t=" + std::to_string(threads);
       Row base;
       base.shape = shape.name;
@@ -261,16 +290,10 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
         return format_g("FAIL rel %.1e", rel);
       };
 
-      moegrad::Context ctx;
-      ctx.set_num_threads(threads);
-      moegrad::Context fast;
-      fast.set_num_threads(threads);
-      fast.set_fast_bf16(true);
-
-      // The paths. Each first runs once alone, between a reset and a read of
-      // the peak RSS, and its grad_x is checked; then all are timed together.
-      cli::AlignedBuffer ws;
-      auto fused_run = [&](const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes) {
+      // The paths. Their closures point into `t` (heap-held, stays put) and
+      // into this dtype's buffers, so they can still run after this loop.
+      ThreadPaths* s = &t;
+      auto fused_run = [&ws](const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes) {
         moegrad::GradXExecutor ex(args, c);  // single-use: planned again each run, untimed
         *ws_bytes = ex.workspace_bytes();
         if (ws.data() == nullptr || ws.size() < ex.workspace_bytes())
@@ -279,37 +302,35 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
         ex.run(ws.data(), ex.workspace_bytes(), c);
         return ms_since(t0);
       };
-      uint64_t fused_ws = 0, fast_ws = 0;
-      auto free_ws = [&] { ws = cli::AlignedBuffer(); };
-      TimedPath fused_path{[] { return true; }, [&] { return fused_run(ref_args, ctx, &fused_ws); }, free_ws, {}};
-      TimedPath fast_path{[] { return true; }, [&] { return fused_run(out_args, fast, &fast_ws); }, free_ws, {}};
-      std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
-      TimedPath nonfused_path{
-          [&] {
-            d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+      auto free_ws = [&ws] { ws = cli::AlignedBuffer(); };
+      auto always = [] { return true; };
+      t.fused = {always, [=, &ref_args] { return fused_run(ref_args, s->ctx, &s->fused_ws); }, free_ws, {}};
+      t.fast = {always, [=, &out_args] { return fused_run(out_args, s->fast_ctx, &s->fast_ws); }, free_ws, {}};
+      t.nonfused = {
+          [&d_expanded_x, d_expanded_x_bytes] {
+            if (!d_expanded_x)
+              d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
             return true;
           },
-          [&] {
+          [s, &out_args, &d_expanded_x] {
             // The whole call: it plans and allocates its small workspace itself.
             const Clock::time_point t0 = Clock::now();
-            moegrad::check(moegrad::driver::nonfused_grad_x(out_args, ctx.get(), d_expanded_x->as<float>()));
+            moegrad::check(moegrad::driver::nonfused_grad_x(out_args, s->ctx.get(), d_expanded_x->as<float>()));
             return ms_since(t0);
           },
-          [&] { d_expanded_x.reset(); },
+          [&d_expanded_x] { d_expanded_x.reset(); },
           {}};
-      std::unique_ptr<OnednnNonfused> onednn;
-      std::string onednn_why;
-      TimedPath onednn_path{
-          [&] {
-            onednn = std::make_unique<OnednnNonfused>();
-            return onednn->prepare(problem, threads, &onednn_why);
+      t.onednn = {
+          [s, &problem] {
+            s->onednn_impl = std::make_unique<OnednnNonfused>();
+            return s->onednn_impl->prepare(problem, s->threads, &s->onednn_why);
           },
-          [&] {
+          [s, &out] {
             const Clock::time_point t0 = Clock::now();
-            onednn->run(out.as<float>());
+            s->onednn_impl->run(out.as<float>());
             return ms_since(t0);
           },
-          [&] { onednn.reset(); },
+          [s] { s->onednn_impl.reset(); },
           {}};
 
       // Alone: peak RSS and the checks; `ran` reads what the path holds
@@ -330,32 +351,30 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
 
       // fused, exact: the reference for the other paths.
       progress.step(tag + " fused");
-      Row fused_row = base;
-      fused_row.path = "fused";
-      std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
-      run_alone(fused_path, &fused_rss);
-      fused_row.check = "ref";
+      t.fused_row = base;
+      t.fused_row.path = "fused";
+      run_alone(t.fused, &t.fused_rss);
+      t.fused_row.check = "ref";
       if (cross_threads && threads == config.threads.front()) {
         std::memcpy(first_ref.data(), ref.data(), grad_x_floats * 4);
       } else if (cross_threads && std::memcmp(first_ref.data(), ref.data(), grad_x_floats * 4) != 0) {
-        fused_row.check = "ref, DIFFERS across threads";
+        t.fused_row.check = "ref, DIFFERS across threads";
         progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
                       std::to_string(config.threads.front()) + " threads (SPEC §5)");
       }
-      std::vector<TimedPath*> timed{&fused_path};
+      timed.push_back(&t.fused);
 
       // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
-      Row fast_row = base;
-      fast_row.path = "fused";
-      fast_row.mode = "fast-bf16";
-      bool fast_runs = false;
+      t.fast_row = base;
+      t.fast_row.path = "fused";
+      t.fast_row.mode = "fast-bf16";
       if (format == cli::FloatFormat::kBF16 && config.fast_bf16) {
         progress.step(tag + " fused fast-bf16");
         fill_nan(out);
         try {
-          fast_runs = run_alone(fast_path, &fast_rss);
-          fast_row.check = tolerance_check("fused fast-bf16");
-          timed.push_back(&fast_path);
+          t.fast_runs = run_alone(t.fast, &t.fast_rss);
+          t.fast_row.check = tolerance_check("fused fast-bf16");
+          timed.push_back(&t.fast);
         } catch (const moegrad::Error& e) {
           if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
           add_note(&report, std::string("fast-bf16 skipped: ") + e.what());
@@ -365,69 +384,72 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
       // non-fused with moegrad's kernels: the same bits as the fused path.
       progress.step(tag + " nonfused");
       fill_nan(out);
-      run_alone(nonfused_path, &nonfused_rss);
-      Row nf_row = base;
-      nf_row.path = "nonfused";
+      run_alone(t.nonfused, &t.nonfused_rss);
+      t.nf_row = base;
+      t.nf_row.path = "nonfused";
       const Diff nf_diff = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
-      nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
+      t.nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
       if (!nf_diff.identical) {
         progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
                       format_g("%.3g", nf_diff.max_abs_diff) + ")");
       }
-      timed.push_back(&nonfused_path);
+      timed.push_back(&t.nonfused);
 
       // non-fused with oneDNN.
       progress.step(tag + " onednn-nonfused");
       fill_nan(out);
-      Row dnn_row = base;
-      dnn_row.path = "onednn-nonfused";
-      uint64_t onednn_ws = 0;
-      std::string onednn_impl;
-      const bool onednn_runs = run_alone(onednn_path, &onednn_rss, [&] {
-        onednn_ws = onednn->workspace_bytes();
-        onednn_impl = onednn->implementation();
+      t.dnn_row = base;
+      t.dnn_row.path = "onednn-nonfused";
+      t.onednn_runs = run_alone(t.onednn, &t.onednn_rss, [&] {
+        t.onednn_ws = t.onednn_impl->workspace_bytes();
+        t.onednn_name = t.onednn_impl->implementation();
       });
-      if (onednn_runs) {
-        dnn_row.check = tolerance_check("onednn-nonfused");
-        timed.push_back(&onednn_path);
+      if (t.onednn_runs) {
+        t.dnn_row.check = tolerance_check("onednn-nonfused");
+        timed.push_back(&t.onednn);
       } else {
-        dnn_row.check = "n/a";
+        t.dnn_row.check = "n/a";
       }
+    }
 
-      // All together, interleaved.
-      progress.status(tag + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
-                      std::to_string(reps) + " rounds");
-      for (TimedPath* path : timed) {
-        if (!path->prepare()) throw std::runtime_error(tag + ": a path that ran alone cannot be prepared again");
-      }
-      time_interleaved(timed, reps);
-      for (TimedPath* path : timed) path->release();
+    // All paths of every thread count together, interleaved: the 2-thread /
+    // 1-thread ratio then compares runs made in the same minutes, not
+    // minutes apart (the host's speed drifts more than the effects measured).
+    progress.status(label + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
+                    std::to_string(reps) + " rounds");
+    for (TimedPath* path : timed) {
+      if (!path->prepare()) throw std::runtime_error(label + ": a path that ran alone cannot be prepared again");
+    }
+    time_interleaved(timed, reps);
+    for (TimedPath* path : timed) path->release();
 
-      auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
-                             std::optional<uint64_t> peak_rss) {
-        r->ms = path.ms.median;
-        r->ms_min = path.ms.min;
-        r->ms_max = path.ms.max;
-        r->gflops = flops / (path.ms.median * 1e6);
-        r->workspace_bytes = workspace;
-        r->peak_rss_bytes = peak_rss;
-      };
-      fill_timing(&fused_row, fused_path, fused_ws, fused_rss);
-      report.rows.push_back(fused_row);
-      if (fast_runs) {
-        fill_timing(&fast_row, fast_path, fast_ws, fast_rss);
-        report.rows.push_back(fast_row);
+    auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
+                           std::optional<uint64_t> peak_rss) {
+      r->ms = path.ms.median;
+      r->ms_min = path.ms.min;
+      r->ms_max = path.ms.max;
+      r->gflops = flops / (path.ms.median * 1e6);
+      r->workspace_bytes = workspace;
+      r->peak_rss_bytes = peak_rss;
+    };
+    for (const std::unique_ptr<ThreadPaths>& tp : per_threads) {
+      ThreadPaths& t = *tp;
+      fill_timing(&t.fused_row, t.fused, t.fused_ws, t.fused_rss);
+      report.rows.push_back(t.fused_row);
+      if (t.fast_runs) {
+        fill_timing(&t.fast_row, t.fast, t.fast_ws, t.fast_rss);
+        report.rows.push_back(t.fast_row);
       }
-      fill_timing(&nf_row, nonfused_path, d_expanded_x_bytes + fused_ws, nonfused_rss);
-      report.rows.push_back(nf_row);
-      if (onednn_runs) {
-        fill_timing(&dnn_row, onednn_path, onednn_ws, onednn_rss);
+      fill_timing(&t.nf_row, t.nonfused, d_expanded_x_bytes + t.fused_ws, t.nonfused_rss);
+      report.rows.push_back(t.nf_row);
+      if (t.onednn_runs) {
+        fill_timing(&t.dnn_row, t.onednn, t.onednn_ws, t.onednn_rss);
         add_note(&report, "onednn-nonfused " + dtype + ": " + OnednnNonfused::version() + ", implementation " +
-                              onednn_impl);
+                              t.onednn_name);
       } else {
-        add_note(&report, "onednn-nonfused " + dtype + ": null: " + onednn_why);
+        add_note(&report, "onednn-nonfused " + dtype + ": null: " + t.onednn_why);
       }
-      report.rows.push_back(dnn_row);
+      report.rows.push_back(t.dnn_row);
     }
   }
   return report;

@@ -289,6 +289,39 @@ TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
+// Without --threads both thread counts (1 and the online CPUs) are timed
+// together, interleaved: every path must still come back once per thread
+// count, with its own timing, and the fused grad_x must match across the
+// counts (a mismatch or a failed cross-check prints a warning).
+TEST(BenchCommand, EveryThreadCountGetsItsOwnRows) {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  std::set<int> want_threads{1};
+  if (online > 1) want_threads.insert(static_cast<int>(online));
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32,bf16", "--reps", "2", "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::multiset<std::string> seen;
+  std::set<int> threads;
+  for (const JsonObject* r : parse_rows(c.out)) {
+    const int t = static_cast<int>(r->at("threads").number());
+    threads.insert(t);
+    const std::string path = r->at("path").string();
+    if (path == "fma-peak") continue;
+    seen.insert(std::to_string(t) + " " + r->at("dtype").string() + " " + r->at("mode").string() + " " + path);
+    if (path == "onednn-nonfused" && r->at("ms").is_null()) continue;  // built without oneDNN
+    ASSERT_TRUE(r->at("ms").is_number()) << t << " " << path;
+    EXPECT_LE(r->at("ms_min").number(), r->at("ms").number());
+    EXPECT_LE(r->at("ms").number(), r->at("ms_max").number());
+  }
+  EXPECT_EQ(threads, want_threads);
+  for (const int t : want_threads) {
+    for (const char* p : {"f32 exact fused", "f32 exact nonfused", "f32 exact onednn-nonfused", "bf16 exact fused",
+                          "bf16 exact nonfused", "bf16 exact onednn-nonfused"}) {
+      EXPECT_EQ(seen.count(std::to_string(t) + " " + p), 1u) << t << " " << p;
+    }
+  }
+  EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
+}
+
 TEST(BenchCommand, HumanTablePerShape) {
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/gemm_kernels.h"
@@ -52,14 +53,16 @@ void BM_ukernel(benchmark::State& state) {
   state.SetLabel(moegrad_isa_name(k->isa));
 }
 
-// The row-vector engine's tile (AVX-512; fast_bf16: the AVX512_BF16 pair
-// kernel): a weight strip in L1, grad_y panels cycling through an L2-sized
-// set as in the driver. rows = 32 is the full tile, 16 the one-vector tail.
+// The row-vector engine's tile (AVX-512 14x32, AVX2 6x16; fast_bf16: the
+// AVX512_BF16 pair kernel): a weight strip in L1, grad_y panels cycling
+// through an L2-sized set as in the driver. rows = the full panel, or the
+// one-vector tail (16 rows on AVX-512, 8 on AVX2).
 void BM_rowvec_ukernel(benchmark::State& state) {
-  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, state.range(2));
+  const GemmKernels* k = table(state.range(0), state.range(3));
   if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
   const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
-  const size_t kc = static_cast<size_t>(state.range(0)), rows = static_cast<size_t>(state.range(1));
+  const size_t kc = static_cast<size_t>(state.range(1));
+  const size_t rows = state.range(2) != 0 ? rv.panel : rv.panel / 2;
   const size_t panels = 8;
   Buffer a = make_buffer(panels * kc * rv.panel, 0.5f), w = make_buffer(rv.strip_floats, 0.25f);
   Buffer c = make_buffer(rv.strip * rv.panel, 0.0f);
@@ -71,6 +74,7 @@ void BM_rowvec_ukernel(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * rv.strip * kc),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (rows == rv.panel ? " full panel" : " tail vector"));
 }
 
 // The packed engine's AVX-512 tile with A as 14 copied rows ([14][ld], the
@@ -145,10 +149,12 @@ BENCHMARK(BM_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1});
 BENCHMARK(BM_rowvec_ukernel)
-    ->ArgNames({"kc", "rows", "fast_bf16"})
-    ->Args({256, 32, 0})
-    ->Args({256, 16, 0})
-    ->Args({256, 32, 1});
+    ->ArgNames({"isa", "kc", "full", "fast_bf16"})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1, 1});
 BENCHMARK(BM_rows_a_ukernel)->ArgNames({"kc"})->Args({256});
 BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });

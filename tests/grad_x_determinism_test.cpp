@@ -181,11 +181,12 @@ TEST_P(VectorPaths, ConcurrentRunsOnOneContext) {
 
 INSTANTIATE_TEST_SUITE_P(Isa, VectorPaths, ::testing::Values(MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512), isa_param_name);
 
-// ---- the two AVX-512 GEMM engines -------------------------------------------
+// ---- the two GEMM engines of each vector path --------------------------------
 
-// Shapes around the row-vector engine's tiles (14 grad_x columns per strip,
-// 16/32 grad_y rows per panel, reduction blocks of 256): K and N below, at
-// and past them, rows per expert from 0 to ~70.
+// Shapes around the row-vector engine's tiles (grad_x columns per strip: 14
+// on AVX-512, 6 on AVX2; grad_y rows per panel: 16/32, 8/16; reduction
+// blocks of 256): K and N below, at and past them, rows per expert from 0 to
+// ~70.
 std::vector<ProblemSpec> engine_specs() {
   struct S {
     Dims d;
@@ -210,10 +211,12 @@ std::vector<ProblemSpec> engine_specs() {
   return specs;
 }
 
-// MOEGRAD_ENGINE forces either engine on AVX-512; both must give the scalar
-// path's bits for every dtype and thread count.
-TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
-  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+// Parameterised over the vector paths, each of which has both engines.
+class Engines : public IsaTest {};
+
+// MOEGRAD_ENGINE forces either engine; both must give the scalar path's bits
+// for every dtype and thread count.
+TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
   for (ProblemSpec spec : engine_specs()) {
     for (DType dtype : kDTypes) {
       spec.dtype = dtype;
@@ -223,7 +226,7 @@ TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
       for (const char* engine : {"packed", "rowvec", "auto"}) {
         ScopedEnv env("MOEGRAD_ENGINE", engine);
         for (int32_t threads : {1, 3}) {
-          const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = threads};
+          const RunOptions o = options(threads);
           EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=" + engine + " vs scalar"));
         }
       }
@@ -231,8 +234,9 @@ TEST(Engines, PackedAndRowvecGiveTheScalarBits) {
   }
 }
 
-// The fast bf16 mode on both engines against its scalar emulation, bit for
-// bit, on engine_specs(); false (nothing checked) without AVX512_BF16.
+// The fast bf16 mode on both AVX-512 engines against its scalar emulation,
+// bit for bit, on engine_specs(); false (nothing checked) without
+// AVX512_BF16.
 bool fast_bf16_engines_checked(const std::string& setting) {
   for (ProblemSpec spec : engine_specs()) {
     spec.dtype = DType::kBF16;
@@ -254,7 +258,7 @@ bool fast_bf16_engines_checked(const std::string& setting) {
 }
 
 // (odd N pads the last pair with a zero on every path)
-TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
+TEST(FastBf16, BothEnginesGiveTheEmulationBits) {
   MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
   if (!fast_bf16_engines_checked("")) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
 }
@@ -262,15 +266,14 @@ TEST(Engines, FastBf16OnBothEnginesGivesTheEmulationBits) {
 // The setting really switches engines (so the test above compares two): the
 // row-vector engine's workspace holds a weight strip instead of a packed
 // weight panel, so its size differs.
-TEST(Engines, TheSettingSelectsTheEngine) {
-  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+TEST_P(Engines, TheSettingSelectsTheEngine) {
   const Problem p(medium_spec(DType::kF32, 0));
   size_t bytes[2];
   const char* names[2] = {"packed", "rowvec"};
   for (int e = 0; e < 2; ++e) {
     ScopedEnv env("MOEGRAD_ENGINE", names[e]);
     Outcome out;
-    compute(p, {.isa = MOEGRAD_ISA_AVX512, .threads = 1}, &out);
+    compute(p, options(1), &out);
     ASSERT_TRUE(out.ok()) << out.describe();
     bytes[e] = out.workspace_bytes;
   }
@@ -280,8 +283,7 @@ TEST(Engines, TheSettingSelectsTheEngine) {
 // Layouts the row-vector engine cannot read (a strided reduction or grad_x
 // row) fall back to the packed engine; padded rows it reads itself. The same
 // bits either way.
-TEST(Engines, RowvecFallsBackOnStridedLayouts) {
-  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+TEST_P(Engines, RowvecFallsBackOnStridedLayouts) {
   ScopedEnv env("MOEGRAD_ENGINE", "rowvec");
   const auto& want = scalar_baseline(DType::kBF16, 1);
   std::vector<Layout> layouts(4);
@@ -292,10 +294,12 @@ TEST(Engines, RowvecFallsBackOnStridedLayouts) {
   layouts[3].grad_x_row_pad = 3;
   for (const Layout& layout : layouts) {
     const Problem p(medium_spec(DType::kBF16, 1), layout);
-    const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2};
+    const RunOptions o = options(2);
     EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=rowvec vs scalar"));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Isa, Engines, ::testing::Values(MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512), isa_param_name);
 
 // ---- blocks fitted to the data caches ----------------------------------------
 
@@ -322,7 +326,7 @@ TEST(CacheSizes, BlocksFollowTheCachesNotTheBits) {
         ScopedEnv l1d("MOEGRAD_L1D_BYTES", c.l1d), l2("MOEGRAD_L2_BYTES", c.l2);
         for (moegrad_isa isa : explicit_isas()) {
           for (const char* engine : {"packed", "rowvec"}) {
-            if (isa != MOEGRAD_ISA_AVX512 && std::string(engine) == "rowvec") continue;  // AVX-512 only
+            if (isa == MOEGRAD_ISA_SCALAR && std::string(engine) == "rowvec") continue;  // vector paths only
             ScopedEnv e("MOEGRAD_ENGINE", engine);
             const RunOptions o{.isa = isa, .threads = 2};
             EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K,

@@ -1,9 +1,10 @@
-// The row-vector GEMM engine (AVX-512): the grad-x tile computed transposed,
-// Ct[j][r] = sum_p grad_y[rows[r], p] * weight_g[j0 + j, p], with grad_y rows
-// transposed into panels and weight rows merely copied into strips. It pays
-// off when an expert's weight serves few rows, where packing (transposing)
-// every weight element for the classic engine costs more than the GEMM's
-// reuse of it can hide. Same FMA chain per element as packed_gemm_tile.
+// The row-vector GEMM engine (AVX-512, AVX2): the grad-x tile computed
+// transposed, Ct[j][r] = sum_p grad_y[rows[r], p] * weight_g[j0 + j, p], with
+// grad_y rows transposed into panels and weight rows merely copied into
+// strips. It pays off when an expert's weight serves few rows, where packing
+// (transposing) every weight element for the classic engine costs more than
+// the GEMM's reuse of it can hide. Same FMA chain per element as
+// packed_gemm_tile.
 #pragma once
 
 #include <cstddef>

@@ -72,7 +72,7 @@ using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0,
 using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                            const int32_t* tokens, bool add);
 
-// The row-vector engine (AVX-512 only): the transpose of the tile above,
+// The row-vector engine (AVX-512 and AVX2): the transpose of the tile above,
 // vectorised along grad_y rows instead of weight rows. The weight is only
 // copied (never transposed) into a strip, so an expert whose weight is used
 // by few rows does not pay a transpose per weight element:
@@ -83,13 +83,13 @@ using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t col
 // The same FMA chain per element as GemmUkernelFn, hence the same bits.
 struct RowvecKernels {
   size_t strip;         // weight rows (grad_x columns) per strip: STRIP
-  size_t panel;         // grad_y rows per panel: PANEL (a multiple of 16)
+  size_t panel;         // grad_y rows per panel: PANEL (two vectors: 32 on AVX-512, 16 on AVX2)
   size_t max_kc;        // the longest reduction block a strip holds
   size_t strip_floats;  // size of one strip buffer
   // Ct tile from a strip ([STRIP][the kernel's own ld]) and a panel
   // ([kc][PANEL], rows >= `rows` zero). ct is [cols][ldct]; rows are computed
-  // in whole 16-row vectors (up to round_up(rows, 16) <= ldct), and only Ct
-  // rows c < cols are read and written.
+  // in whole vectors (16 rows on AVX-512, 8 on AVX2; up to round_up(rows, 16)
+  // <= ldct), and only Ct rows c < cols are read and written.
   RowvecUkernelFn ukernel;
   // A[p][r] = grad_y[rows[r], n0 + p] for r < count (<= PANEL), zero up to
   // PANEL, widened to f32; grad_y's reduction dimension must be contiguous.

@@ -9,7 +9,7 @@ namespace moegrad::plan {
 enum class Engine {
   kAuto,
   kPacked,  // BLIS-style: grad_y rows x transposed weight panels (every ISA)
-  kRowvec,  // weight strips x transposed grad_y panels (AVX-512, contiguous layouts)
+  kRowvec,  // weight strips x transposed grad_y panels (AVX-512, AVX2; contiguous layouts)
 };
 
 }  // namespace moegrad::plan

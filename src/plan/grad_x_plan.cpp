@@ -35,7 +35,9 @@ bool place_shared(size_t* cursor, size_t bytes, Region* r) {
 // of the time), while the row-vector engine only copies weights. With many
 // rows per expert (large-token: ~3700, K = 128) the transpose is amortised
 // and the packed engine's tiles fit K exactly (measured: 0.91-0.96x the
-// packed engine's time at 64-256 rows, 1.0x at 1024, 1.09x on large-token).
+// packed engine's time at 64-256 rows, 1.0x at 1024, 1.09x on large-token;
+// AVX2 on the same machine: 0.94-0.95x with 1 thread on fine-grained and
+// zmoe, 0.95-0.98x with 2; 0.95x at 512 rows, 0.97x at 1024).
 constexpr int64_t kRowvecMaxRowsPerExpert = 1024;
 
 // The row-vector engine (driver/rowvec_gemm.h) needs contiguous reductions

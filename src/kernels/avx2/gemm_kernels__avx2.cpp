@@ -2,6 +2,20 @@
 
 namespace moegrad::kernels::avx2 {
 
+const RowvecKernels& rowvec_kernels() {
+  static const RowvecKernels table = {
+      kStrip,
+      kPanel,
+      kMaxStripKc,
+      kStrip * kStripLd,
+      f32_rowvec_ukernel_6x16__avx2,
+      {pack_panel_16__avx2[0], pack_panel_16__avx2[1], pack_panel_16__avx2[2]},
+      {copy_strip_6__avx2[0], copy_strip_6__avx2[1], copy_strip_6__avx2[2]},
+      f32_add_cols__avx2,
+  };
+  return table;
+}
+
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_AVX2,
@@ -11,7 +25,7 @@ const GemmKernels& gemm_kernels() {
       {pack_a_6__avx2[0], pack_a_6__avx2[1], pack_a_6__avx2[2]},
       {pack_b_16__avx2[0], pack_b_16__avx2[1], pack_b_16__avx2[2]},
       f32_add_row__avx2,
-      nullptr,
+      &rowvec_kernels(),
       nullptr,
   };
   return table;

@@ -15,4 +15,20 @@ extern const PackAFn pack_a_6__avx2[kNumDTypes];
 extern const PackBFn pack_b_16__avx2[kNumDTypes];
 void f32_add_row__avx2(float* dst, const float* src, size_t n);
 
+// The row-vector engine: 6 weight rows x 16 grad_y rows. A strip row is
+// kStripLd floats (kMaxStripKc plus one cache line, so the 6 rows of a strip
+// fall in different L1 sets).
+inline constexpr size_t kStrip = 6;
+inline constexpr size_t kPanel = 16;
+inline constexpr size_t kMaxStripKc = 256;
+inline constexpr size_t kStripLd = kMaxStripKc + 16;
+
+void f32_rowvec_ukernel_6x16__avx2(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
+                                   size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch);
+extern const PackGatheredRowsFn pack_panel_16__avx2[kNumDTypes];
+extern const RowvecCopyStripFn copy_strip_6__avx2[kNumDTypes];
+void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
+                        const int32_t* tokens, bool add);
+const RowvecKernels& rowvec_kernels();
+
 }  // namespace moegrad::kernels::avx2

@@ -21,25 +21,7 @@ struct NoPrefetch {
   __attribute__((always_inline)) void step() {}
 };
 
-// Walks a PrefetchRect row by row.
-struct StripPrefetcher {
-  const std::byte* row;
-  int64_t stride;
-  size_t lines, line = 0, left;
-
-  explicit StripPrefetcher(const PrefetchRect& r)
-      : row(r.first), stride(r.stride), lines(r.lines), left(r.rows * r.lines) {}
-
-  __attribute__((always_inline)) void step() {
-    if (left == 0) return;
-    _mm_prefetch(reinterpret_cast<const char*>(row + 64 * line), _MM_HINT_T0);
-    --left;
-    if (++line == lines) {
-      line = 0;
-      row += stride;
-    }
-  }
-};
+#include "kernels/strip_prefetcher.inc"
 
 // Walks a PrefetchRows list row by row.
 struct RowsPrefetcher {

@@ -1,0 +1,51 @@
+// The AVX2 row-vector engine's scatter-add: its tile holds grad_x columns as
+// rows (Ct[j][r]), so 8 rows x 8 columns at a time are transposed in
+// registers and each grad_y row's 8 values are added into its token's
+// grad_x row.
+#include <immintrin.h>
+
+#include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/widen__avx2.h"
+
+namespace moegrad::kernels::avx2 {
+namespace {
+
+// Lanes i < n set.
+inline __m256i lane_mask(size_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 8 ? n : 8)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+}  // namespace
+
+// For r ascending: dst[tokens[r]*dst_stride + j] += ct[j*ldct + r], j < cols
+// (= when !add). Column blocks are independent and, within one, rows are
+// added one after the other (a token twice in the tile gets its two adds in
+// row order): every element sees the same adds in the same order as
+// row-by-row adding.
+void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
+                        const int32_t* tokens, bool add) {
+  __m256 v[8];
+  for (size_t r0 = 0; r0 < rows; r0 += 8) {
+    const size_t nr = rows - r0 < 8 ? rows - r0 : 8;
+    const __m256i row_mask = lane_mask(nr);
+    for (size_t j0 = 0; j0 < cols; j0 += 8) {
+      const size_t nj = cols - j0 < 8 ? cols - j0 : 8;
+      const __m256i col_mask = lane_mask(nj);
+#pragma GCC unroll 8
+      for (size_t j = 0; j < 8; ++j)
+        v[j] = j < nj ? _mm256_maskload_ps(ct + (j0 + j) * ldct + r0, row_mask) : _mm256_setzero_ps();
+      transpose8x8(v);
+      for (size_t r = 0; r < nr; ++r) {
+        float* d = dst + static_cast<int64_t>(tokens[r0 + r]) * dst_stride + static_cast<int64_t>(j0);
+        if (nj == 8) {
+          _mm256_storeu_ps(d, add ? _mm256_add_ps(_mm256_loadu_ps(d), v[r]) : v[r]);
+        } else {
+          _mm256_maskstore_ps(d, col_mask, add ? _mm256_add_ps(_mm256_maskload_ps(d, col_mask), v[r]) : v[r]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moegrad::kernels::avx2

@@ -2,7 +2,9 @@
 
 #include <cinttypes>
 #include <cmath>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace moegrad::bench {
 namespace {
@@ -79,6 +81,34 @@ void json_field(std::FILE* out, const char* key, const std::optional<T>& v, bool
   }
 }
 
+// One line per dtype, mode and thread count above 1: each path's 1-thread
+// median over its median at that count (timed in the same rounds).
+void print_speedups(std::FILE* out, const ShapeReport& report) {
+  auto same_path = [](const Row& a, const Row& b) {
+    return a.dtype == b.dtype && a.mode == b.mode && a.path == b.path;
+  };
+  std::vector<const Row*> done;  // the first row of each printed line
+  for (const Row& r : report.rows) {
+    if (r.threads <= 1 || !r.ms) continue;
+    bool printed = false;
+    for (const Row* d : done) printed |= d->dtype == r.dtype && d->mode == r.mode && d->threads == r.threads;
+    if (printed) continue;
+    done.push_back(&r);
+    std::string line;
+    for (const Row& t : report.rows) {
+      if (t.dtype != r.dtype || t.mode != r.mode || t.threads != r.threads || !t.ms) continue;
+      for (const Row& one : report.rows) {
+        if (one.threads == 1 && one.ms && same_path(one, t)) {
+          line += (line.empty() ? "" : ", ") + t.path + " " + fixed(*one.ms / *t.ms, "%.2fx");
+        }
+      }
+    }
+    if (line.empty()) continue;
+    std::fprintf(out, "  speedup   %s %s, %d threads vs 1: %s\n", r.dtype.value_or("-").c_str(),
+                 r.mode.value_or("-").c_str(), r.threads, line.c_str());
+  }
+}
+
 }  // namespace
 
 void print_header(std::FILE* out, const MachineInfo& machine) {
@@ -95,7 +125,8 @@ void print_header(std::FILE* out, const MachineInfo& machine) {
   std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
                     "            fused: moegrad_grad_x only\n");
   std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
-                    "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n");
+                    "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n"
+                    "  speedup   1-thread median / median at that thread count, same dtype, mode and path\n");
 }
 
 void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine) {
@@ -125,6 +156,7 @@ void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& m
                  r.workspace_bytes ? bytes_text(*r.workspace_bytes).c_str() : "-", fixed(ws_ratio, "%.4f").c_str(),
                  r.peak_rss_bytes ? bytes_text(*r.peak_rss_bytes).c_str() : "-", r.check.c_str());
   }
+  print_speedups(out, report);
   for (const std::string& note : report.notes) std::fprintf(out, "  note: %s\n", note.c_str());
   std::fflush(out);
 }

@@ -330,6 +330,21 @@ TEST(BenchCommand, HumanTablePerShape) {
   EXPECT_NE(c.out.find("bitwise"), std::string::npos) << c.out;  // nonfused == fused
 }
 
+// With more than one thread count, each dtype gets a line of speed-ups over
+// one thread for every path timed at both counts.
+TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  if (online < 2) GTEST_SKIP() << "one online CPU: bench times one thread count";
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  const std::string want = "  speedup   f32 exact, " + std::to_string(online) + " threads vs 1: fused ";
+  const size_t at = c.out.find(want);
+  ASSERT_NE(at, std::string::npos) << c.out;
+  const std::string line = c.out.substr(at, c.out.find('\n', at) - at);
+  EXPECT_NE(line.find(", nonfused "), std::string::npos) << line;
+  EXPECT_EQ(line.back(), 'x') << line;
+}
+
 TEST(BenchCommand, HelpExitsZero) {
   const Captured c = run_bench({"--bogus", "--help"});
   EXPECT_EQ(c.status, 0);

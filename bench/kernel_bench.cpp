@@ -77,12 +77,13 @@ void BM_rowvec_ukernel(benchmark::State& state) {
   state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (rows == rv.panel ? " full panel" : " tail vector"));
 }
 
-// The packed engine's AVX-512 tile with A as 14 copied rows ([14][ld], the
-// layout for grad_y contiguous along N), B in L1, A cycling as above.
+// The packed engine's tile with A as copied rows ([MR][ld], the layout for
+// grad_y contiguous along N; AVX-512 14x32, AVX2 6x16), B in L1, A cycling
+// as above.
 void BM_rows_a_ukernel(benchmark::State& state) {
-  const GemmKernels* k = table(MOEGRAD_ISA_AVX512, 0);
-  if (k == nullptr || k->rows_a == nullptr) return state.SkipWithError("AVX-512 not available on this CPU");
-  const size_t kc = static_cast<size_t>(state.range(0));
+  const GemmKernels* k = table(state.range(0), 0);
+  if (k == nullptr || k->rows_a == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const size_t kc = static_cast<size_t>(state.range(1));
   const size_t panels = 16, a_panel = k->mr * k->rows_a->ld;
   Buffer a = make_buffer(panels * a_panel, 0.5f), b = make_buffer(kc * k->nr, 0.25f);
   Buffer c = make_buffer(k->mr * k->nr, 0.0f);
@@ -94,6 +95,7 @@ void BM_rows_a_ukernel(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
+  state.SetLabel(moegrad_isa_name(k->isa));
 }
 
 // Packing one weight micro-panel (NR columns x kc) from a row-major
@@ -155,7 +157,10 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 1, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 0, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1, 1});
-BENCHMARK(BM_rows_a_ukernel)->ArgNames({"kc"})->Args({256});
+BENCHMARK(BM_rows_a_ukernel)
+    ->ArgNames({"isa", "kc"})
+    ->Args({MOEGRAD_ISA_AVX2, 256})
+    ->Args({MOEGRAD_ISA_AVX512, 256});
 BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 

@@ -104,7 +104,7 @@ struct RowvecKernels {
 };
 
 // The packed engine with the A micro-panel copied rather than transposed
-// (AVX-512, grad_y contiguous along the reduction): [MR][ld] row-major, the
+// (AVX-512, AVX2; grad_y contiguous along the reduction): [MR][ld] row-major, the
 // micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
 struct RowsAKernels {
   size_t ld;      // floats per copied row (>= max_kc)

@@ -8,15 +8,6 @@
 #include "kernels/avx2/widen__avx2.h"
 
 namespace moegrad::kernels::avx2 {
-namespace {
-
-// Lanes i < n set.
-inline __m256i lane_mask(size_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n < 8 ? n : 8)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-}  // namespace
 
 // For r ascending: dst[tokens[r]*dst_stride + j] += ct[j*ldct + r], j < cols
 // (= when !add). Column blocks are independent and, within one, rows are

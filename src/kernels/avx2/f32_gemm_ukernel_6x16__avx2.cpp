@@ -1,23 +1,21 @@
 #include <immintrin.h>
 
 #include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/prefetch__avx2.h"
+#include "kernels/avx2/widen__avx2.h"
 
 namespace moegrad::kernels::avx2 {
+
 namespace {
 
-// Lane j active iff j < n (n clamped to [0, 8]), as maskload/maskstore want.
-inline __m256i lane_mask(size_t n) {
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const int nn = n > 8 ? 8 : static_cast<int>(n);
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(nn), iota);
-}
-
-}  // namespace
-
-// 12 accumulators (6 rows x 2 vectors of 8 columns), 2 B vectors, 1 broadcast.
+// 12 accumulators (6 rows x 2 vectors of 8 columns), 2 B vectors, 1
+// broadcast. A[p][r] sits at a[p * kPStep + r * kRStep]: transposed ([kc][6])
+// or copied rows ([6][ld], a compile-time ld).
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                 size_t ldc, size_t mr, size_t nr, bool accumulate) {
+template <size_t kPStep, size_t kRStep, class Prefetcher>
+__attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, const float* b_packed, float* c,
+                                                     size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                                     Prefetcher next) {
   const __m256i m0 = lane_mask(nr);
   const __m256i m1 = lane_mask(nr > 8 ? nr - 8 : 0);
   __m256 acc0[kMR], acc1[kMR];
@@ -36,15 +34,16 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
     }
   }
   for (size_t p = 0; p < kc; ++p) {
+    next.step();
     const __m256 b0 = _mm256_load_ps(b_packed);
     const __m256 b1 = _mm256_load_ps(b_packed + 8);
 #pragma GCC unroll 6
     for (size_t r = 0; r < kMR; ++r) {
-      const __m256 a = _mm256_broadcast_ss(a_packed + r);
-      acc0[r] = _mm256_fmadd_ps(a, b0, acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(a, b1, acc1[r]);
+      const __m256 av = _mm256_broadcast_ss(a + r * kRStep);
+      acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
-    a_packed += kMR;
+    a += kPStep;
     b_packed += kNR;
   }
 #pragma GCC unroll 6
@@ -54,6 +53,18 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
       _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]);
     }
   }
+}
+
+}  // namespace
+
+void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
+                                 size_t ldc, size_t mr, size_t nr, bool accumulate) {
+  tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, NoPrefetch{});
+}
+
+void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
+                                        size_t mr, size_t nr, bool accumulate, const PrefetchRows& prefetch) {
+  tile_6x16<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
 }
 
 void f32_add_row__avx2(float* dst, const float* src, size_t n) {

@@ -7,11 +7,10 @@
 #include <cstdint>
 
 #include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/prefetch__avx2.h"
 
 namespace moegrad::kernels::avx2 {
 namespace {
-
-#include "kernels/strip_prefetcher.inc"
 
 // Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r]) for p = 0..kc-1, V vectors of
 // 8 grad_y rows; Ct rows c >= cols are neither read nor written.

@@ -16,6 +16,16 @@ const RowvecKernels& rowvec_kernels() {
   return table;
 }
 
+const RowsAKernels& rows_a_kernels() {
+  static const RowsAKernels table = {
+      kRowsALd,
+      kMaxStripKc,
+      f32_gemm_ukernel_6x16_rows_a__avx2,
+      {pack_a_rows_6__avx2[0], pack_a_rows_6__avx2[1], pack_a_rows_6__avx2[2]},
+  };
+  return table;
+}
+
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table = {
       MOEGRAD_ISA_AVX2,
@@ -26,7 +36,7 @@ const GemmKernels& gemm_kernels() {
       {pack_b_16__avx2[0], pack_b_16__avx2[1], pack_b_16__avx2[2]},
       f32_add_row__avx2,
       &rowvec_kernels(),
-      nullptr,
+      &rows_a_kernels(),
   };
   return table;
 }

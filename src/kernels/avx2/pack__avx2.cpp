@@ -77,9 +77,20 @@ void pack_b(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size
   pack_b_strided<T>(src, k_stride, n_stride, k0, nr, n0, kc, b_packed);
 }
 
+// A[r][p] = grad_y[rows[r], n0 + p], rows >= mr zero: gathered rows copied.
+template <DType T>
+void pack_a_rows(const void* src, int64_t row_stride, const int32_t* rows, size_t mr, size_t n0, size_t kc,
+                 float* a_rows) {
+  int64_t offsets[kMR];
+  for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;
+  copy_rows<T>(src, offsets, mr, kMR, n0, kc, a_rows, kRowsALd);
+}
+
 }  // namespace
 
 const PackAFn pack_a_6__avx2[kNumDTypes] = {pack_a<DType::kF32>, pack_a<DType::kF16>, pack_a<DType::kBF16>};
 const PackBFn pack_b_16__avx2[kNumDTypes] = {pack_b<DType::kF32>, pack_b<DType::kF16>, pack_b<DType::kBF16>};
+const PackGatheredRowsFn pack_a_rows_6__avx2[kNumDTypes] = {pack_a_rows<DType::kF32>, pack_a_rows<DType::kF16>,
+                                                            pack_a_rows<DType::kBF16>};
 
 }  // namespace moegrad::kernels::avx2

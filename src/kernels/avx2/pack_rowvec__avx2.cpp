@@ -36,17 +36,9 @@ void pack_panel(const void* src, int64_t row_stride, const int32_t* rows, size_t
 // W[c][p] = weight_g[k0 + c, n0 + p], rows >= count zero.
 template <DType T>
 void copy_strip(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0, size_t kc, float* w_strip) {
-  for (size_t c = 0; c < kStrip; ++c) {
-    float* out = w_strip + c * kStripLd;
-    if (c >= count) {
-      for (size_t p = 0; p < kc; p += 8) _mm256_storeu_ps(out + p, _mm256_setzero_ps());
-      continue;
-    }
-    const int64_t row = static_cast<int64_t>(k0 + c) * k_stride + static_cast<int64_t>(n0);
-    size_t p = 0;
-    for (; p + 8 <= kc; p += 8) _mm256_storeu_ps(out + p, load8_widened<T>(src, row + static_cast<int64_t>(p)));
-    if (p < kc) _mm256_storeu_ps(out + p, load_partial_widened<T>(src, row + static_cast<int64_t>(p), kc - p));
-  }
+  int64_t offsets[kStrip];
+  for (size_t c = 0; c < count; ++c) offsets[c] = static_cast<int64_t>(k0 + c) * k_stride;
+  copy_rows<T>(src, offsets, count, kStrip, n0, kc, w_strip, kStripLd);
 }
 
 }  // namespace

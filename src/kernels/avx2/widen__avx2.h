@@ -50,6 +50,31 @@ inline void load_rows(const void* src, const int64_t* row_offsets, size_t count,
   }
 }
 
+// Lane j active iff j < n (n clamped to [0, 8]), as maskload/maskstore want.
+inline __m256i lane_mask(size_t n) {
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const int nn = n > 8 ? 8 : static_cast<int>(n);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(nn), iota);
+}
+
+// out[i*ld + p] = src[offsets[i] + n0 + p] widened, p < kc, for i < count;
+// rows count..rows_out-1 zero (up to kc rounded up to 8).
+template <DType T>
+inline void copy_rows(const void* src, const int64_t* offsets, size_t count, size_t rows_out, size_t n0, size_t kc,
+                      float* out, size_t ld) {
+  for (size_t i = 0; i < rows_out; ++i) {
+    float* dst = out + i * ld;
+    if (i >= count) {
+      for (size_t p = 0; p < kc; p += 8) _mm256_storeu_ps(dst + p, _mm256_setzero_ps());
+      continue;
+    }
+    const int64_t row = offsets[i] + static_cast<int64_t>(n0);
+    size_t p = 0;
+    for (; p + 8 <= kc; p += 8) _mm256_storeu_ps(dst + p, load8_widened<T>(src, row + static_cast<int64_t>(p)));
+    if (p < kc) _mm256_storeu_ps(dst + p, load_partial_widened<T>(src, row + static_cast<int64_t>(p), kc - p));
+  }
+}
+
 // In-register transpose of an 8x8 f32 block: r[i] lane j <-> r[j] lane i.
 inline void transpose8x8(__m256 r[8]) {
   __m256 t[8], u[8];

@@ -1,5 +1,6 @@
-// Loads of 8 elements widened to f32 (exact: F16C for f16, a shift for bf16)
-// and an 8x8 transpose, for the AVX2 packing routines (namespace avx2 only).
+// Loads of 8 elements widened to f32 (exact: F16C for f16, a shift for bf16),
+// row copies, lane masks and an 8x8 transpose, for the AVX2 packing routines
+// and kernels (namespace avx2 only).
 #pragma once
 
 #include <immintrin.h>

@@ -1,9 +1,11 @@
 #include "bench_report.h"
 
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace moegrad::bench {
@@ -84,29 +86,22 @@ void json_field(std::FILE* out, const char* key, const std::optional<T>& v, bool
 // One line per dtype, mode and thread count above 1: each path's 1-thread
 // median over its median at that count (timed in the same rounds).
 void print_speedups(std::FILE* out, const ShapeReport& report) {
-  auto same_path = [](const Row& a, const Row& b) {
-    return a.dtype == b.dtype && a.mode == b.mode && a.path == b.path;
-  };
-  std::vector<const Row*> done;  // the first row of each printed line
-  for (const Row& r : report.rows) {
-    if (r.threads <= 1 || !r.ms) continue;
-    bool printed = false;
-    for (const Row* d : done) printed |= d->dtype == r.dtype && d->mode == r.mode && d->threads == r.threads;
-    if (printed) continue;
-    done.push_back(&r);
-    std::string line;
-    for (const Row& t : report.rows) {
-      if (t.dtype != r.dtype || t.mode != r.mode || t.threads != r.threads || !t.ms) continue;
-      for (const Row& one : report.rows) {
-        if (one.threads == 1 && one.ms && same_path(one, t)) {
-          line += (line.empty() ? "" : ", ") + t.path + " " + fixed(*one.ms / *t.ms, "%.2fx");
-        }
-      }
-    }
-    if (line.empty()) continue;
-    std::fprintf(out, "  speedup   %s %s, %d threads vs 1: %s\n", r.dtype.value_or("-").c_str(),
-                 r.mode.value_or("-").c_str(), r.threads, line.c_str());
+  std::vector<std::pair<const Row*, std::string>> lines;  // a row of the line's kind, its text
+  for (const Row& t : report.rows) {
+    if (t.threads <= 1 || !t.ms) continue;
+    const auto one = std::find_if(report.rows.begin(), report.rows.end(), [&](const Row& r) {
+      return r.threads == 1 && r.ms && r.dtype == t.dtype && r.mode == t.mode && r.path == t.path;
+    });
+    if (one == report.rows.end()) continue;
+    auto line = std::find_if(lines.begin(), lines.end(), [&](const auto& l) {
+      return l.first->dtype == t.dtype && l.first->mode == t.mode && l.first->threads == t.threads;
+    });
+    if (line == lines.end()) line = lines.insert(lines.end(), {&t, ""});
+    line->second += (line->second.empty() ? "" : ", ") + t.path + " " + fixed(*one->ms / *t.ms, "%.2fx");
   }
+  for (const auto& [r, text] : lines)
+    std::fprintf(out, "  speedup   %s %s, %d threads vs 1: %s\n", r->dtype.value_or("-").c_str(),
+                 r->mode.value_or("-").c_str(), r->threads, text.c_str());
 }
 
 }  // namespace

@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
@@ -331,16 +333,35 @@ TEST(BenchCommand, HumanTablePerShape) {
 }
 
 // With more than one thread count, each dtype gets a line of speed-ups over
-// one thread for every path timed at both counts.
+// one thread for every path timed at both counts: the fused path's figure
+// must be its 1-thread median over its median at the other count, both read
+// from the table above it.
 TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
   const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
   if (online < 2) GTEST_SKIP() << "one online CPU: bench times one thread count";
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
+  std::map<long, double> fused_ms;  // threads -> median, from the table rows
+  std::istringstream lines(c.out);
+  for (std::string l; std::getline(lines, l);) {
+    std::istringstream row(l);
+    std::string dtype, mode, path;
+    long threads = 0;
+    double ms = 0;
+    if (row >> dtype >> mode >> threads >> path >> ms && dtype == "f32" && mode == "exact" && path == "fused")
+      fused_ms[threads] = ms;
+  }
+  ASSERT_EQ(fused_ms.size(), 2u) << c.out;
   const std::string want = "  speedup   f32 exact, " + std::to_string(online) + " threads vs 1: fused ";
   const size_t at = c.out.find(want);
   ASSERT_NE(at, std::string::npos) << c.out;
   const std::string line = c.out.substr(at, c.out.find('\n', at) - at);
+  // The table rounds each median to +-0.0005 ms, the line the ratio to
+  // +-0.005: the shown figure must lie within what those bounds allow.
+  const double shown = std::stod(line.substr(want.size()));
+  const double m1 = fused_ms.at(1), mt = fused_ms.at(online);
+  EXPECT_GE(shown, (m1 - 0.0005) / (mt + 0.0005) - 0.005) << line;
+  EXPECT_LE(shown, (m1 + 0.0005) / std::max(mt - 0.0005, 1e-9) + 0.005) << line;
   EXPECT_NE(line.find(", nonfused "), std::string::npos) << line;
   EXPECT_EQ(line.back(), 'x') << line;
 }

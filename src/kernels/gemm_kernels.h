@@ -43,15 +43,19 @@ using AddRowFn = void (*)(float* dst, const float* src, size_t n);
 using PackGatheredRowsFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count,
                                     size_t n0, size_t kc, float* out);
 
-// Lines a micro-kernel call asks the memory system for while it computes,
-// one per reduction step: `rows` rows of `lines` cache lines each, starting
-// at `first`, `stride` bytes apart (the next weight strip, which the
-// hardware prefetchers would not anticipate).
+// Lines a micro-kernel call asks the memory system for while it computes
+// (the next weight strip, which the hardware prefetchers would not
+// anticipate): a rectangle of `rows` rows of `lines` cache lines each,
+// starting at `first`, `stride` bytes apart, its lines numbered row by row;
+// the call requests lines [begin, end), spread evenly over its reduction
+// steps, into L1 or (to_l2) into L2 only.
 struct PrefetchRect {
   const std::byte* first = nullptr;
   int64_t stride = 0;
   size_t rows = 0;
   size_t lines = 0;
+  size_t begin = 0, end = 0;
+  bool to_l2 = false;
 };
 
 // The same, for gathered rows: line l < lines of row i < count lies at

@@ -31,7 +31,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
       for (size_t v = 0; v < V; ++v) acc[c][v] = _mm256_loadu_ps(ct + c * ldct + 8 * v);
     }
   }
-  StripPrefetcher next(pf);
+  StripPrefetcher next(pf, kc);
   for (size_t p = 0; p < kc; ++p) {
     next.step();
     __m256 av[V];

@@ -16,7 +16,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
                                                        size_t ldct, size_t cols, bool accumulate,
                                                        const PrefetchRect& pf) {
   CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
-  StripPrefetcher next(pf);
+  StripPrefetcher next(pf, kc);
   for (size_t p = 0; p < kc; ++p) {
     next.step();
     __m512 av[V];

@@ -29,7 +29,7 @@ __attribute__((always_inline)) inline void pair_tile(size_t kc, const float* w_s
                                                      const PrefetchRect& pf) {
   const auto* w = reinterpret_cast<const int32_t*>(w_strip);
   avx512::CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
-  avx512::StripPrefetcher next(pf);
+  avx512::StripPrefetcher next(pf, (kc + 1) / 2);
   for (size_t m = 0; m < (kc + 1) / 2; ++m) {
     next.step();
     __m512bh av[V];

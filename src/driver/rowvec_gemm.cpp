@@ -24,12 +24,21 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   auto panel_at = [&](size_t ps, size_t pc, size_t ir) {
     return scratch.panels + ((pc - ps) / kc * panels + ir / k.panel) * kc * k.panel;
   };
-  // Weight rows [j0 + jc, + rows_n) at reduction offset p, lines for span.
-  auto rect = [&](size_t jc, size_t rows_n, size_t p, size_t span) {
-    const size_t lines = (span * elem + 63) / 64;
-    return kernels::PrefetchRect{w + static_cast<int64_t>(j0 + jc) * row_bytes + static_cast<int64_t>(p * elem),
-                                 row_bytes, rows_n, lines, 0, rows_n * lines};
+  // Weight rows [j0 + jc, + rows_n) at reduction offset p, its lines for
+  // span elements (of them, `whole` only the lines the span fills).
+  auto rect = [&](size_t jc, size_t rows_n, size_t p, size_t span, bool whole) {
+    const size_t lines = whole ? span * elem / 64 : (span * elem + 63) / 64;
+    return kernels::NextStrip{w + static_cast<int64_t>(j0 + jc) * row_bytes + static_cast<int64_t>(p * elem),
+                              row_bytes, rows_n, lines, 0, rows_n * lines};
   };
+  // Two strip buffers: while a block's kernel calls read one, the last call
+  // copies the next block's strip into the other (f32: the copy is a plain
+  // one; with a single call per block its loads would come from DRAM, so
+  // then the next strip is only requested and copied afterwards).
+  float* strip[2] = {scratch.w_strip, scratch.w_strip + k.strip_floats};
+  size_t cur = 0;
+  bool staged = false;  // strip[cur] already holds the block's strip
+  const bool can_stage = dtype == DType::kF32 && panels > 1;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -44,38 +53,68 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
       const size_t cn = std::min(k.strip, cols - jc);
       for (size_t pc = ps; pc < pe; pc += kc) {
         const size_t kb = std::min(kc, total - pc);
-        k.copy_strip[dt](b.data, b.outer_stride, j0 + jc, cn, pc, kb, scratch.w_strip);
-        // What the next copy reads (the same rows' next block, the next
-        // strip's first block, or the next span's first strip) is
-        // requested while this block runs: into L2, a share per kernel call
-        // spread over its steps, so DRAM's latency is hidden without a
-        // burst of misses; then all of it into L1 by the last call, from
-        // L2 quickly, late enough that the panels streaming through L1 do
-        // not evict it before the copy (which reads it in one go, 14 rows
-        // whose lines share L1 sets when a row is 4 KiB apart). Measured
-        // against the last call alone fetching it from DRAM (which stalled
-        // on the prefetch itself, the miss buffers full), end to end: zmoe
-        // 0.96x / 0.97x the time with 1 / 2 threads, fine-grained 0.94x /
-        // 0.98x, fast bf16 0.96x / 0.97x; AVX2 0.97x on zmoe, 0.92x / 0.97x
-        // on fine-grained.
-        kernels::PrefetchRect next;
-        if (pc + kc < pe) {
-          next = rect(jc, cn, pc + kc, std::min(kc, total - pc - kc));
-        } else if (jc + k.strip < cols) {
-          next = rect(jc + k.strip, std::min(k.strip, cols - jc - k.strip), ps, std::min(kc, total - ps));
-        } else if (pe < total) {
-          next = rect(0, std::min(k.strip, cols), pe, std::min(kc, total - pe));
-        }
-        for (size_t ir = 0, call = 0; ir < count; ir += k.panel, ++call) {
-          kernels::PrefetchRect pf = next;
-          if (ir != last) {
-            pf.begin = next.end * call / panels;
-            pf.end = next.end * (call + 1) / panels;
-            pf.to_l2 = true;
+        if (!staged) k.copy_strip[dt](b.data, b.outer_stride, j0 + jc, cn, pc, kb, strip[cur]);
+        // The next block (the same rows' next reduction block, the next
+        // strip's first one, or the next span's first strip), if any.
+        size_t next_jc = jc, next_pc = pc + kc;
+        if (next_pc >= pe) {
+          next_pc = ps;
+          next_jc = jc + k.strip;
+          if (next_jc >= cols) {
+            next_jc = 0;
+            next_pc = pe;
           }
-          k.ukernel(kb, scratch.w_strip, panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct,
-                    std::min(k.panel, count - ir), cn, pc > 0, pf);
         }
+        const bool has_next = next_pc < total;
+        const size_t next_cn = std::min(k.strip, cols - next_jc), next_kb = std::min(kc, total - next_pc);
+        const bool stage = can_stage && has_next;
+        // What the next block's strip reads is requested while this block
+        // runs: into L2, a share per kernel call but the last, spread over
+        // its steps, so DRAM's latency is hidden without a burst of misses
+        // (with the core's miss buffers full the prefetch itself stalls);
+        // then the last call copies it from L2 into the other buffer between
+        // its FMAs (not staging: requests all of it into L1 for the copy
+        // above). Measured, same-process A/B: the L2 shares against the
+        // last call alone requesting everything from DRAM, zmoe 0.96x /
+        // 0.97x the time with 1 / 2 threads, fine-grained 0.94x / 0.98x,
+        // fast bf16 0.96-0.97x, AVX2 0.92-0.97x; the copy in the last call
+        // against the separate copy (perf: 4-6% of the time), zmoe 0.975x /
+        // 0.94x, fine-grained 0.97x / 0.99x, AVX2 0.98-0.99x.
+        kernels::NextStrip next;
+        if (has_next) next = rect(next_jc, next_cn, next_pc, next_kb, false);
+        kernels::NextStrip last_call = next;
+        if (stage) {
+          // The kernel copies whole lines; the rest of a row (a reduction
+          // block not a multiple of 16) is written here, into the idle
+          // buffer, and, as copy_strip does, zeros in the rows past a
+          // narrow strip, so no accumulator ever sees stale values.
+          last_call = rect(next_jc, next_cn, next_pc, next_kb, true);
+          last_call.copy_to = strip[1 - cur];
+          last_call.copy_ld = k.strip_ld;
+          const size_t done = last_call.lines * 16;
+          for (size_t c = 0; c < k.strip; ++c) {
+            float* dst = strip[1 - cur] + c * k.strip_ld;
+            if (c >= next_cn) {
+              std::fill(dst, dst + next_kb, 0.0f);
+              continue;
+            }
+            const auto* src = reinterpret_cast<const float*>(next.first + static_cast<int64_t>(c) * row_bytes);
+            std::copy(src + done, src + next_kb, dst + done);
+          }
+        }
+        const size_t shares = stage ? panels - 1 : panels;
+        for (size_t ir = 0, call = 0; ir < count; ir += k.panel, ++call) {
+          kernels::NextStrip share = next;
+          if (ir != last) {
+            share.begin = next.end * call / shares;
+            share.end = next.end * (call + 1) / shares;
+            share.to_l2 = true;
+          }
+          k.ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, std::min(k.panel, count - ir),
+                    cn, pc > 0, ir == last ? last_call : share);
+        }
+        staged = stage;
+        if (stage) cur = 1 - cur;
       }
     }
   }

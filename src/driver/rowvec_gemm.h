@@ -18,7 +18,7 @@ namespace moegrad::driver {
 
 struct RowvecScratch {
   float* panels;   // >= round_up(count, PANEL) * pack_span floats
-  float* w_strip;  // >= strip_floats
+  float* w_strip;  // >= 2 * strip_floats (two strip buffers)
 };
 
 // ct[j*ldct + r] = sum_{p < n} A[rows[r], p] * B[j0 + j, p] for r < count,

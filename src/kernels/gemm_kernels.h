@@ -43,19 +43,25 @@ using AddRowFn = void (*)(float* dst, const float* src, size_t n);
 using PackGatheredRowsFn = void (*)(const void* src, int64_t row_stride, const int32_t* rows, size_t count,
                                     size_t n0, size_t kc, float* out);
 
-// Lines a micro-kernel call asks the memory system for while it computes
-// (the next weight strip, which the hardware prefetchers would not
-// anticipate): a rectangle of `rows` rows of `lines` cache lines each,
-// starting at `first`, `stride` bytes apart, its lines numbered row by row;
-// the call requests lines [begin, end), spread evenly over its reduction
-// steps, into L1 or (to_l2) into L2 only.
-struct PrefetchRect {
+// What a row-vector kernel call does toward the next weight strip while it
+// computes (rows far apart, which the hardware prefetchers would not
+// anticipate). The strip's source is a rectangle of `rows` rows of `lines`
+// cache lines each, starting at `first`, `stride` bytes apart, its lines
+// numbered row by row; the call handles lines [begin, end), spread evenly
+// over its reduction steps:
+//  - copy_to == nullptr: requests them, into L1 or (to_l2) into L2 only;
+//  - otherwise (f32 rows, whole 16-float lines): copies line l of row c to
+//    copy_to + c * copy_ld + 16 * l, so the next block's strip is ready when
+//    the call returns and no separate copy waits on the memory system.
+struct NextStrip {
   const std::byte* first = nullptr;
   int64_t stride = 0;
   size_t rows = 0;
   size_t lines = 0;
   size_t begin = 0, end = 0;
   bool to_l2 = false;
+  float* copy_to = nullptr;
+  size_t copy_ld = 0;
 };
 
 // The same, for gathered rows: line l < lines of row i < count lies at
@@ -70,7 +76,7 @@ struct PrefetchRows {
 };
 
 using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
-                                 size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch);
+                                 size_t rows, size_t cols, bool accumulate, const NextStrip& next);
 using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0,
                                    size_t kc, float* w_strip);
 using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
@@ -89,11 +95,14 @@ struct RowvecKernels {
   size_t strip;         // weight rows (grad_x columns) per strip: STRIP
   size_t panel;         // grad_y rows per panel: PANEL (two vectors: 32 on AVX-512, 16 on AVX2)
   size_t max_kc;        // the longest reduction block a strip holds
+  size_t strip_ld;      // floats from one strip row to the next: STRIP_LD
   size_t strip_floats;  // size of one strip buffer
-  // Ct tile from a strip ([STRIP][the kernel's own ld]) and a panel
-  // ([kc][PANEL], rows >= `rows` zero). ct is [cols][ldct]; rows are computed
-  // in whole vectors (16 rows on AVX-512, 8 on AVX2; up to round_up(rows, 16)
-  // <= ldct), and only Ct rows c < cols are read and written.
+  // Ct tile from a strip ([STRIP][STRIP_LD]) and a panel ([kc][PANEL], rows
+  // >= `rows` zero). ct is [cols][ldct]; rows are computed in whole vectors
+  // (16 rows on AVX-512, 8 on AVX2; up to round_up(rows, 16) <= ldct), and
+  // only Ct rows c < cols are read and written. Meanwhile it does `next`'s
+  // share of staging the next strip (NextStrip), in a buffer other than
+  // w_strip.
   RowvecUkernelFn ukernel;
   // A[p][r] = grad_y[rows[r], n0 + p] for r < count (<= PANEL), zero up to
   // PANEL, widened to f32; grad_y's reduction dimension must be contiguous.

@@ -163,7 +163,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
             place(&cursor, a_pack_floats * sizeof(float), plan.workers, &plan.a_pack) &&
-            place(&cursor, (plan.rowvec ? plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),
+            place(&cursor, (plan.rowvec ? 2 * plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),
                   plan.workers, &plan.b_pack) &&
             place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
             !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);

@@ -21,7 +21,7 @@
 //                                          copied rows: x 272 instead of kc;
 //                                          row-vector: x pack_span)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
-//                                          engine: one weight strip)
+//                                          engine: two weight strips)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
 // plus 511 bytes so any workspace pointer can be aligned. Only token_of_row
 // grows with M.

@@ -17,7 +17,7 @@ namespace {
 template <size_t V>
 __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
-                                                       const PrefetchRect& pf) {
+                                                       const NextStrip& next) {
   __m256 acc[kStrip][V];
 #pragma GCC unroll 8
   for (size_t c = 0; c < kStrip; ++c)
@@ -31,9 +31,9 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
       for (size_t v = 0; v < V; ++v) acc[c][v] = _mm256_loadu_ps(ct + c * ldct + 8 * v);
     }
   }
-  StripPrefetcher next(pf, kc);
+  StripStager stager(next, kc);
   for (size_t p = 0; p < kc; ++p) {
-    next.step();
+    stager.step();
     __m256 av[V];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = _mm256_load_ps(a + p * kPanel + 8 * v);
@@ -44,6 +44,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
       for (size_t v = 0; v < V; ++v) acc[c][v] = _mm256_fmadd_ps(av[v], wv, acc[c][v]);
     }
   }
+  stager.finish();
 #pragma GCC unroll 8
   for (size_t c = 0; c < kStrip; ++c) {
     if (c >= cols) break;
@@ -55,12 +56,12 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
 }  // namespace
 
 void f32_rowvec_ukernel_6x16__avx2(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
-                                   size_t rows, size_t cols, bool accumulate, const PrefetchRect& prefetch) {
+                                   size_t rows, size_t cols, bool accumulate, const NextStrip& next) {
   // A tail of at most 8 rows runs half the FMAs.
   if (rows > 8) {
-    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   } else {
-    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   }
 }
 

@@ -7,6 +7,7 @@ const RowvecKernels& rowvec_kernels() {
       kStrip,
       kPanel,
       kMaxStripKc,
+      kStripLd,
       kStrip * kStripLd,
       f32_rowvec_ukernel_6x16__avx2,
       {pack_panel_16__avx2[0], pack_panel_16__avx2[1], pack_panel_16__avx2[2]},

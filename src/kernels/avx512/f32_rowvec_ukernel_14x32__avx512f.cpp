@@ -14,11 +14,11 @@ namespace {
 template <size_t V>
 __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
-                                                       const PrefetchRect& pf) {
+                                                       const NextStrip& next) {
   CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
-  StripPrefetcher next(pf, kc);
+  StripStager stager(next, kc);
   for (size_t p = 0; p < kc; ++p) {
-    next.step();
+    stager.step();
     __m512 av[V];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + p * kPanel + 16 * v);
@@ -29,6 +29,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
       for (size_t v = 0; v < V; ++v) t.acc[c][v] = _mm512_fmadd_ps(av[v], wv, t.acc[c][v]);
     }
   }
+  stager.finish();
   t.store(ct, ldct, cols);
 }
 
@@ -36,12 +37,12 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
 
 void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                        size_t ldct, size_t rows, size_t cols, bool accumulate,
-                                       const PrefetchRect& prefetch) {
+                                       const NextStrip& next) {
   // A tail of at most 16 rows runs half the FMAs.
   if (rows > 16) {
-    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   } else {
-    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   }
 }
 

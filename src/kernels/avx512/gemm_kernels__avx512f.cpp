@@ -7,6 +7,7 @@ const RowvecKernels& rowvec_kernels() {
       kStrip,
       kPanel,
       kMaxStripKc,
+      kStripLd,
       kStrip * kStripLd,
       f32_rowvec_ukernel_14x32__avx512f,
       {pack_panel_32__avx512f[0], pack_panel_32__avx512f[1], pack_panel_32__avx512f[2]},

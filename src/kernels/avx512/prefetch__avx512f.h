@@ -1,5 +1,5 @@
-// The micro-kernels' software prefetchers (kernels/prefetchers.inc) for the
-// AVX-512 kernels.
+// The micro-kernels' software prefetchers and strip stager
+// (kernels/prefetchers.inc) for the AVX-512 kernels.
 #pragma once
 
 #include <immintrin.h>
@@ -11,6 +11,11 @@
 
 namespace moegrad::kernels::avx512 {
 namespace {
+
+// One cache line of f32 from src into a strip row (64-byte aligned).
+__attribute__((always_inline)) inline void copy_line(float* dst, const std::byte* src) {
+  _mm512_store_ps(dst, _mm512_loadu_ps(src));
+}
 
 #include "kernels/prefetchers.inc"
 

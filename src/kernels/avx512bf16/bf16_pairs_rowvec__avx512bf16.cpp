@@ -26,12 +26,12 @@ using avx512::kStripLd;  // in 32-bit pair words here
 template <size_t V>
 __attribute__((always_inline)) inline void pair_tile(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                                      size_t ldct, size_t cols, bool accumulate,
-                                                     const PrefetchRect& pf) {
+                                                     const NextStrip& next) {
   const auto* w = reinterpret_cast<const int32_t*>(w_strip);
   avx512::CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
-  avx512::StripPrefetcher next(pf, (kc + 1) / 2);
+  avx512::StripStager stager(next, (kc + 1) / 2);
   for (size_t m = 0; m < (kc + 1) / 2; ++m) {
-    next.step();
+    stager.step();
     __m512bh av[V];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = (__m512bh)_mm512_load_si512(a_panel + m * kPanel + 16 * v);
@@ -42,16 +42,17 @@ __attribute__((always_inline)) inline void pair_tile(size_t kc, const float* w_s
       for (size_t v = 0; v < V; ++v) t.acc[c][v] = _mm512_dpbf16_ps(t.acc[c][v], av[v], wp);
     }
   }
+  stager.finish();
   t.store(ct, ldct, cols);
 }
 
 void bf16_rowvec_ukernel_14x32__avx512bf16(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                            size_t ldct, size_t rows, size_t cols, bool accumulate,
-                                           const PrefetchRect& prefetch) {
+                                           const NextStrip& next) {
   if (rows > 16) {
-    pair_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    pair_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   } else {
-    pair_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, prefetch);
+    pair_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   }
 }
 
@@ -100,6 +101,7 @@ const RowvecKernels& bf16_pair_rowvec_kernels() {
       kStrip,
       kPanel,
       avx512::kMaxStripKc,
+      kStripLd,
       kStrip * kStripLd,
       bf16_rowvec_ukernel_14x32__avx512bf16,
       {nullptr, nullptr, pack_panel_pairs},

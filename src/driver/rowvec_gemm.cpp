@@ -32,13 +32,14 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
                               row_bytes, rows_n, lines, 0, rows_n * lines};
   };
   // Two strip buffers: while a block's kernel calls read one, the last call
-  // copies the next block's strip into the other (f32: the copy is a plain
-  // one; with a single call per block its loads would come from DRAM, so
-  // then the next strip is only requested and copied afterwards).
+  // copies the next block's strip into the other (strips that are the
+  // weight rows' bytes unchanged; with a single call per block its loads
+  // would come from DRAM, so then the next strip is only requested, and
+  // copied afterwards).
   float* strip[2] = {scratch.w_strip, scratch.w_strip + k.strip_floats};
   size_t cur = 0;
   bool staged = false;  // strip[cur] already holds the block's strip
-  const bool can_stage = dtype == DType::kF32 && panels > 1;
+  const bool can_stage = k.raw_strip[dt] && panels > 1;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -73,33 +74,36 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // its steps, so DRAM's latency is hidden without a burst of misses
         // (with the core's miss buffers full the prefetch itself stalls);
         // then the last call copies it from L2 into the other buffer between
-        // its FMAs (not staging: requests all of it into L1 for the copy
-        // above). Measured, same-process A/B: the L2 shares against the
+        // its FMAs (not staging, f16 and bf16 widened: requests all of it
+        // into L1 for the copy above). Measured, same-process A/B: the L2 shares against the
         // last call alone requesting everything from DRAM, zmoe 0.96x /
         // 0.97x the time with 1 / 2 threads, fine-grained 0.94x / 0.98x,
         // fast bf16 0.96-0.97x, AVX2 0.92-0.97x; the copy in the last call
         // against the separate copy (perf: 4-6% of the time), zmoe 0.975x /
-        // 0.94x, fine-grained 0.97x / 0.99x, AVX2 0.98-0.99x.
+        // 0.94x, fine-grained 0.97x / 0.99x, AVX2 0.98-0.99x; fast bf16
+        // zmoe 0.93x / 0.91x, fine-grained 0.92x / 0.97x.
         kernels::NextStrip next;
         if (has_next) next = rect(next_jc, next_cn, next_pc, next_kb, false);
         kernels::NextStrip last_call = next;
         if (stage) {
           // The kernel copies whole lines; the rest of a row (a reduction
-          // block not a multiple of 16) is written here, into the idle
-          // buffer, and, as copy_strip does, zeros in the rows past a
-          // narrow strip, so no accumulator ever sees stale values.
+          // block not a multiple of a line) is written here, into the idle
+          // buffer, padded with zeros to whole 32-bit words as copy_strip
+          // pads it, and zeros in the rows past a narrow strip, so no
+          // accumulator ever sees stale values.
           last_call = rect(next_jc, next_cn, next_pc, next_kb, true);
           last_call.copy_to = strip[1 - cur];
           last_call.copy_ld = k.strip_ld;
-          const size_t done = last_call.lines * 16;
+          const size_t done = last_call.lines * 64, bytes = next_kb * elem, padded = (bytes + 3) / 4 * 4;
           for (size_t c = 0; c < k.strip; ++c) {
-            float* dst = strip[1 - cur] + c * k.strip_ld;
-            if (c >= next_cn) {
-              std::fill(dst, dst + next_kb, 0.0f);
-              continue;
+            auto* dst = reinterpret_cast<std::byte*>(strip[1 - cur] + c * k.strip_ld);
+            if (c < next_cn) {
+              const std::byte* src = next.first + static_cast<int64_t>(c) * row_bytes;
+              std::copy(src + done, src + bytes, dst + done);
+              std::fill(dst + bytes, dst + padded, std::byte{0});
+            } else {
+              std::fill(dst, dst + padded, std::byte{0});
             }
-            const auto* src = reinterpret_cast<const float*>(next.first + static_cast<int64_t>(c) * row_bytes);
-            std::copy(src + done, src + next_kb, dst + done);
           }
         }
         const size_t shares = stage ? panels - 1 : panels;

@@ -50,9 +50,11 @@ using PackGatheredRowsFn = void (*)(const void* src, int64_t row_stride, const i
 // numbered row by row; the call handles lines [begin, end), spread evenly
 // over its reduction steps:
 //  - copy_to == nullptr: requests them, into L1 or (to_l2) into L2 only;
-//  - otherwise (f32 rows, whole 16-float lines): copies line l of row c to
-//    copy_to + c * copy_ld + 16 * l, so the next block's strip is ready when
-//    the call returns and no separate copy waits on the memory system.
+//  - otherwise (whole lines of a strip whose rows are the weight rows' bytes
+//    unchanged: RowvecKernels::raw_strip): copies line l of row c to
+//    copy_to + c * copy_ld + 16 * l (in 32-bit words), so the next block's
+//    strip is ready when the call returns and no separate copy waits on the
+//    memory system.
 struct NextStrip {
   const std::byte* first = nullptr;
   int64_t stride = 0;
@@ -110,6 +112,10 @@ struct RowvecKernels {
   // W[c][p] = weight_g[k0 + c, n0 + p] for c < count (<= STRIP), zero rows up
   // to STRIP, widened to f32; the weight's N dimension must be contiguous.
   RowvecCopyStripFn copy_strip[kNumDTypes];
+  // The dtypes whose strip rows hold the weight rows' bytes unchanged (f32;
+  // bf16 pairs in the fast mode): the kernel call can copy those strips
+  // (NextStrip::copy_to); the others are widened by copy_strip.
+  bool raw_strip[kNumDTypes];
   // The scatter-add, transposing: for r < rows in ascending order,
   // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols (or = when
   // !add: the non-fused path writing d_expanded_x).

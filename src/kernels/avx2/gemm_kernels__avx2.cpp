@@ -12,6 +12,7 @@ const RowvecKernels& rowvec_kernels() {
       f32_rowvec_ukernel_6x16__avx2,
       {pack_panel_16__avx2[0], pack_panel_16__avx2[1], pack_panel_16__avx2[2]},
       {copy_strip_6__avx2[0], copy_strip_6__avx2[1], copy_strip_6__avx2[2]},
+      {true, false, false},
       f32_add_cols__avx2,
   };
   return table;

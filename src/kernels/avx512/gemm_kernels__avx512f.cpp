@@ -12,6 +12,7 @@ const RowvecKernels& rowvec_kernels() {
       f32_rowvec_ukernel_14x32__avx512f,
       {pack_panel_32__avx512f[0], pack_panel_32__avx512f[1], pack_panel_32__avx512f[2]},
       {copy_strip_14__avx512f[0], copy_strip_14__avx512f[1], copy_strip_14__avx512f[2]},
+      {true, false, false},
       f32_add_cols__avx512f,
   };
   return table;

@@ -106,6 +106,7 @@ const RowvecKernels& bf16_pair_rowvec_kernels() {
       bf16_rowvec_ukernel_14x32__avx512bf16,
       {nullptr, nullptr, pack_panel_pairs},
       {nullptr, nullptr, copy_strip_pairs},
+      {false, false, true},
       avx512::rowvec_kernels().add_cols,
   };
   return table;

@@ -53,7 +53,7 @@ void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, 
 // The same on the row-vector engine, transposed: ct[j*ldct + r] (ldct = ms).
 void grad_x_tile_rowvec(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows,
                         size_t count, int64_t k0, int64_t kn, float* ct, const PackScratch& scratch) {
-  rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, plan.pack_span, GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows,
+  rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, plan.pack_span(count), GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows,
                    count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, ct, plan.ms,
                    RowvecScratch{scratch.a_pack, scratch.b_pack});
 }

@@ -141,21 +141,26 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   plan.ms = std::clamp(round_up(static_cast<size_t>(2 * avg_rows), row_unit), row_unit, ms_max);
 
   // pack_span (row-vector engine): grad_y panels for as much of the
-  // reduction as fits next to the slot in the same 3/4 of the L2, so that
-  // each strip runs all of it at once: its weight rows are read in one
-  // sweep, its Ct tile finished while in L1 (fine-grained with 2 threads,
-  // all of N: 0.94-0.96x the time, f32 and fast bf16; zmoe's slots leave
-  // room for kc only).
-  plan.pack_span = plan.kc;
+  // reduction as fits next to the slot's Ct tile in the same 3/4 of the L2,
+  // so that each strip runs all of it at once: its weight rows are read in
+  // one sweep, its Ct tile finished while in L1 (fine-grained with 2
+  // threads, all of N: 0.94-0.96x the time, f32 and fast bf16; zmoe's slots
+  // leave room for kc only). Sized by the rows a slot actually holds, not
+  // by ms: fine-grained with 1 thread has ~64 rows in slots of 128, all of
+  // N instead of kc (measured: 0.97x the time, fast bf16 0.96x).
   if (plan.rowvec) {
-    const size_t budget = fit.l2 * 3 / 4 / sizeof(float), slot = plan.ms * plan.nc;
-    const size_t span = budget > slot ? round_down((budget - slot) / plan.ms, plan.kc) : 0;
-    plan.pack_span = std::clamp(span, plan.kc, round_up(N, plan.kc));
+    plan.span_budget = fit.l2 * 3 / 4 / sizeof(float);
+    plan.max_span = round_up(N, plan.kc);
   }
-
-  // ms and nc are multiples of the engine's units, so panels need no padding.
-  const size_t a_pack_floats =
-      plan.rowvec ? plan.ms * plan.pack_span : kernels::a_pack_floats(k, plan.ms, plan.kc);
+  // ms and nc are multiples of the engine's units, so panels need no
+  // padding; the row-vector engine's panels are sized for the slot height
+  // that packs the most.
+  size_t a_pack_floats = kernels::a_pack_floats(k, plan.ms, plan.kc);
+  if (plan.rowvec) {
+    a_pack_floats = 0;
+    for (size_t rows = row_unit; rows <= plan.ms; rows += row_unit)
+      a_pack_floats = std::max(a_pack_floats, rows * plan.pack_span(rows));
+  }
   size_t cursor = 0;
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&
@@ -172,6 +177,13 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
                 p.M, p.G);
   *out = plan;
   return MOEGRAD_STATUS_SUCCESS;
+}
+
+size_t GradXPlan::pack_span(size_t rows) const {
+  if (rowvec == nullptr) return kc;
+  const size_t r = round_up(std::max<size_t>(rows, 1), rowvec->panel), slot = r * nc;
+  const size_t span = span_budget > slot ? round_down((span_budget - slot) / r, kc) : 0;
+  return std::clamp(span, kc, max_span);
 }
 
 }  // namespace moegrad::plan

@@ -19,7 +19,8 @@
 //                                          transpose, nc x ms)
 //   a_pack        workers x ms x kc        packed grad_y rows (widened to f32;
 //                                          copied rows: x 272 instead of kc;
-//                                          row-vector: x pack_span)
+//                                          row-vector: x pack_span,
+//                                          the most any slot packs)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
 //                                          engine: two weight strips)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
@@ -53,10 +54,10 @@ struct GradXPlan {
   size_t ms = 0;  // rows per ring slot (multiple of MR, or of the row-vector panel)
   size_t nc = 0;  // columns per column block (multiple of NR, or of the strip)
   size_t kc = 0;  // reduction (N) block
-  // Row-vector engine: the reduction range (a multiple of kc, at most N
-  // rounded up to one) whose grad_y panels are packed at once; each weight
-  // strip runs all of it before the next strip. kc on the packed engine.
-  size_t pack_span = 0;
+  // Row-vector engine: the L2 floats a slot's Ct tile and its grad_y panels
+  // share, and N rounded up to a multiple of kc; see pack_span().
+  size_t span_budget = 0;
+  size_t max_span = 0;
 
   int64_t col_blocks = 0;
   int64_t chunks = 0;
@@ -66,6 +67,12 @@ struct GradXPlan {
   size_t workspace_bytes = 0;  // including alignment slack
 
   int64_t work_items() const { return col_blocks * chunks; }
+
+  // Row-vector engine: the reduction range (a multiple of kc, at most
+  // max_span) whose grad_y panels are packed at once for a slot of `rows`
+  // rows; each weight strip runs all of it before the next strip. kc on the
+  // packed engine.
+  size_t pack_span(size_t rows) const;
 };
 
 inline constexpr size_t kWorkspaceAlign = 512;

@@ -50,12 +50,13 @@ void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, 
                    c, ldc, scratch, g);
 }
 
-// The same on the row-vector engine, transposed: ct[j*ldct + r] (ldct = ms).
+// The same on the row-vector engine, transposed: ct[j*ldct + r], ldct =
+// plan.rowvec_ld(count).
 void grad_x_tile_rowvec(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, const int32_t* rows,
                         size_t count, int64_t k0, int64_t kn, float* ct, const PackScratch& scratch) {
-  rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, plan.pack_span(count), GemmOperand{p.grad_y, p.gy_row, p.gy_col}, rows,
-                   count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, ct, plan.ms,
-                   RowvecScratch{scratch.a_pack, scratch.b_pack});
+  rowvec_gemm_tile(*plan.rowvec, p.dtype, plan.kc, plan.pack_span(count), GemmOperand{p.grad_y, p.gy_row, p.gy_col},
+                   rows, count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), p.N, ct,
+                   plan.rowvec_ld(count), RowvecScratch{scratch.a_pack, scratch.b_pack});
 }
 
 // The rows of one ring slot: up to ms expanded rows of one expert whose token
@@ -150,8 +151,8 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
     // Scatter-add while the slot is hot, rows in ascending order.
     if (plan.rowvec) {
       grad_x_tile_rowvec(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, scratch);
-      plan.rowvec->add_cols(slot, plan.ms, slot_rows.count, static_cast<size_t>(kn), grad_x_at(p, 0, k0), p.gx_row,
-                            slot_rows.tokens, true);
+      plan.rowvec->add_cols(slot, plan.rowvec_ld(slot_rows.count), slot_rows.count, static_cast<size_t>(kn),
+                            grad_x_at(p, 0, k0), p.gx_row, slot_rows.tokens, true);
       continue;
     }
     grad_x_tile(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, plan.nc, &scratch);
@@ -211,8 +212,8 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
         grad_x_tile_rowvec(p, plan, g, rows, count, k0, kn, slot, scratch);
         int32_t* local = rows + plan.ms;
         for (size_t r = 0; r < count; ++r) local[r] = static_cast<int32_t>(r);
-        plan.rowvec->add_cols(slot, plan.ms, count, static_cast<size_t>(kn), dst, static_cast<int64_t>(K), local,
-                              false);
+        plan.rowvec->add_cols(slot, plan.rowvec_ld(count), count, static_cast<size_t>(kn), dst,
+                              static_cast<int64_t>(K), local, false);
       } else {
         grad_x_tile(p, plan, g, rows, count, k0, kn, dst, K, &scratch);
       }

@@ -16,7 +16,7 @@
 //   group_start   int64[G + 1]             first expanded row of each expert
 //   ring          workers x ms x nc f32    one C tile slot per worker (the
 //                                          row-vector engine keeps it as its
-//                                          transpose, nc x ms)
+//                                          transpose, nc x rowvec_ld(rows))
 //   a_pack        workers x ms x kc        packed grad_y rows (widened to f32;
 //                                          copied rows: x 272 instead of kc;
 //                                          row-vector: x pack_span,
@@ -73,6 +73,10 @@ struct GradXPlan {
   // rows; each weight strip runs all of it before the next strip. kc on the
   // packed engine.
   size_t pack_span(size_t rows) const;
+  // Row-vector engine: the leading dimension of a slot's Ct tile for `rows`
+  // rows, whole panels: the tile is kept compact ([nc][rows rounded up],
+  // within the slot's ms x nc), which is what pack_span() budgets for.
+  size_t rowvec_ld(size_t rows) const;
 };
 
 inline constexpr size_t kWorkspaceAlign = 512;

@@ -40,7 +40,7 @@ const char kBenchHelp[] =
     "                 thread counts' ratio too). The median of the rounds is reported\n"
     "                 with min and max. The default run times 9 paths x 7 runs of\n"
     "                 zmoe (240 GFLOP each, ~1.4 s on one core) per thread count,\n"
-    "                 plus the two small shapes: 3-8 minutes on the project's 2-core\n"
+    "                 plus the two small shapes: ~3 minutes on the project's 2-core\n"
     "                 AVX-512 VM (shared host), at most ~4.5 GB of memory (zmoe f32)\n"
     "  --json         one JSON array of objects instead of the tables:\n"
     "                 {\"shape\", \"batch\", \"top_k\", \"experts\", \"k\", \"n\", \"dtype\",\n"

@@ -75,13 +75,14 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // (with the core's miss buffers full the prefetch itself stalls);
         // then the last call copies it from L2 into the other buffer between
         // its FMAs (not staging, f16 and bf16 widened: requests all of it
-        // into L1 for the copy above). Measured, same-process A/B: the L2 shares against the
-        // last call alone requesting everything from DRAM, zmoe 0.96x /
-        // 0.97x the time with 1 / 2 threads, fine-grained 0.94x / 0.98x,
-        // fast bf16 0.96-0.97x, AVX2 0.92-0.97x; the copy in the last call
-        // against the separate copy (perf: 4-6% of the time), zmoe 0.975x /
-        // 0.94x, fine-grained 0.97x / 0.99x, AVX2 0.98-0.99x; fast bf16
-        // zmoe 0.93x / 0.91x, fine-grained 0.92x / 0.97x.
+        // into L1 for the copy above). Measured, same-process A/B: the L2
+        // shares against the last call alone requesting everything from
+        // DRAM, zmoe 0.96x / 0.97x the time with 1 / 2 threads,
+        // fine-grained 0.94x / 0.98x, fast bf16 0.96-0.97x, AVX2
+        // 0.92-0.97x; the copy in the last call against the separate copy
+        // (perf: 4-6% of the time), zmoe 0.975x / 0.94x, fine-grained
+        // 0.97x / 0.99x, AVX2 0.98-0.99x; fast bf16 zmoe 0.93x / 0.91x,
+        // fine-grained 0.92x / 0.97x.
         kernels::NextStrip next;
         if (has_next) next = rect(next_jc, next_cn, next_pc, next_kb, false);
         kernels::NextStrip last_call = next;

@@ -24,7 +24,7 @@ inline constexpr size_t kMaxStripKc = 256;
 inline constexpr size_t kStripLd = kMaxStripKc + 16;
 
 void f32_rowvec_ukernel_6x16__avx2(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,
-                                   size_t rows, size_t cols, bool accumulate, const NextStrip& prefetch);
+                                   size_t rows, size_t cols, bool accumulate, const NextStrip& next);
 extern const PackGatheredRowsFn pack_panel_16__avx2[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_6__avx2[kNumDTypes];
 void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,

@@ -264,7 +264,7 @@ TEST(FastBf16, BothEnginesGiveTheEmulationBits) {
 }
 
 // The setting really switches engines (so the test above compares two): the
-// row-vector engine's workspace holds a weight strip instead of a packed
+// row-vector engine's workspace holds two weight strips instead of a packed
 // weight panel, so its size differs.
 TEST_P(Engines, TheSettingSelectsTheEngine) {
   const Problem p(medium_spec(DType::kF32, 0));

@@ -78,10 +78,11 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 }
 
 // The packed engine's tile with A as copied rows ([MR][ld], the layout for
-// grad_y contiguous along N; AVX-512 14x32, AVX2 6x16), B in L1, A cycling
-// as above.
+// grad_y contiguous along N; AVX-512 14x32, AVX2 6x16; fast_bf16: the
+// AVX512_BF16 pair kernel, rows of raw bf16 pairs), B in L1, A cycling as
+// above.
 void BM_rows_a_ukernel(benchmark::State& state) {
-  const GemmKernels* k = table(state.range(0), 0);
+  const GemmKernels* k = table(state.range(0), state.range(2));
   if (k == nullptr || k->rows_a == nullptr) return state.SkipWithError("ISA not available on this CPU");
   const size_t kc = static_cast<size_t>(state.range(1));
   const size_t panels = 16, a_panel = k->mr * k->rows_a->ld;
@@ -158,9 +159,10 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 0, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1, 1});
 BENCHMARK(BM_rows_a_ukernel)
-    ->ArgNames({"isa", "kc"})
-    ->Args({MOEGRAD_ISA_AVX2, 256})
-    ->Args({MOEGRAD_ISA_AVX512, 256});
+    ->ArgNames({"isa", "kc", "fast_bf16"})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1});
 BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
 

@@ -263,6 +263,33 @@ TEST(FastBf16, BothEnginesGiveTheEmulationBits) {
   if (!fast_bf16_engines_checked("")) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
 }
 
+// Strided layouts in the fast bf16 mode: a grad_y strided along N is packed
+// transposed into pairs, a padded one copied row by row, a [G, N, K] weight
+// buffer packed from strided elements; each gives the emulation's bits on
+// both engines (the row-vector engine falls back where it cannot read).
+TEST(FastBf16, StridedLayoutsGiveTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  std::vector<Layout> layouts(3);
+  layouts[0].grad_y_column_major = true;
+  layouts[1].grad_y_row_pad = 5;
+  layouts[2].weight_nk_buffer = true;
+  for (const Layout& layout : layouts) {
+    const Problem p(medium_spec(DType::kBF16, 1), layout);
+    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+    for (const char* engine : {"packed", "rowvec"}) {
+      ScopedEnv env("MOEGRAD_ENGINE", engine);
+      const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2, .fast_bf16 = true};
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      const Outcome out = run_call(call.args, o);
+      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+      ASSERT_TRUE(out.ok()) << out.describe();
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K,
+                                describe(p, o) + " fast bf16 engine=" + engine + " " + layout.describe()));
+    }
+  }
+}
+
 // The setting really switches engines (so the test above compares two): the
 // row-vector engine's workspace holds two weight strips instead of a packed
 // weight panel, so its size differs.

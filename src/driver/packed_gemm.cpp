@@ -13,7 +13,9 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   // A contiguous along the reduction is copied, not transposed, where the
   // ISA has that micro-kernel (the only per-row transpose otherwise).
   const kernels::RowsAKernels* rows_a =
-      k.rows_a != nullptr && a.reduce_stride == 1 && blk.kc <= k.rows_a->max_kc ? k.rows_a : nullptr;
+      k.rows_a != nullptr && k.rows_a->pack[dt] != nullptr && a.reduce_stride == 1 && blk.kc <= k.rows_a->max_kc
+          ? k.rows_a
+          : nullptr;
   const size_t a_panel = rows_a != nullptr ? k.mr * rows_a->ld : k.mr * blk.kc;
   if (total == 0) {  // an empty reduction is +0.0 (the start of every chain)
     for (size_t r = 0; r < count; ++r) std::fill(c + r * ldc, c + r * ldc + cols, 0.0f);

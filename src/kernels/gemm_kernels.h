@@ -125,14 +125,18 @@ struct RowvecKernels {
 // The packed engine with the A micro-panel copied rather than transposed
 // (AVX-512, AVX2; grad_y contiguous along the reduction): [MR][ld] row-major, the
 // micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
+// The fast bf16 mode's table copies raw bf16 rows instead: pair m of row r
+// is 32-bit word m of A row r, broadcast as the pair kernel's A pair.
 struct RowsAKernels {
-  size_t ld;      // floats per copied row (>= max_kc)
+  size_t ld;      // floats (32-bit words) per copied row (>= max_kc)
   size_t max_kc;  // the longest reduction block a row holds
   // a_packed is [MR][ld]; asks for `prefetch`'s lines while it computes.
   void (*ukernel)(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc, size_t mr, size_t nr,
                   bool accumulate, const PrefetchRows& prefetch);
   // A[r][p] = src[rows[r] * row_stride + n0 + p] for r < count (<= MR),
-  // widened to f32, rows count..MR-1 zero.
+  // widened to f32, rows count..MR-1 zero (fast bf16: the row's pairs, an
+  // odd kc padded with a zero element). Null for a dtype the table does not
+  // take, which then packs transposed (pack_a).
   PackGatheredRowsFn pack[kNumDTypes];
 };
 

@@ -81,17 +81,9 @@ void pack_panel_pairs(const void* src, int64_t row_stride, const int32_t* rows, 
 // count zero: the row's bf16 bytes as they are.
 void copy_strip_pairs(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0, size_t kc,
                       float* w_strip) {
-  const auto* base = static_cast<const uint16_t*>(src);
-  const size_t pairs = (kc + 1) / 2;
-  for (size_t c = 0; c < kStrip; ++c) {
-    float* dst = w_strip + c * kStripLd;
-    if (c >= count) {
-      for (size_t m = 0; m < pairs; m += 16) _mm512_storeu_ps(dst + m, _mm512_setzero_ps());
-      continue;
-    }
-    const uint16_t* row = base + static_cast<int64_t>(k0 + c) * k_stride + static_cast<int64_t>(n0);
-    for (size_t m = 0; m < pairs; m += 16) _mm512_storeu_ps(dst + m, load_pairs(row, 2 * m, kc));
-  }
+  int64_t offsets[kStrip];
+  for (size_t c = 0; c < count; ++c) offsets[c] = static_cast<int64_t>(k0 + c) * k_stride;
+  copy_pair_rows(static_cast<const uint16_t*>(src), offsets, count, kStrip, n0, kc, w_strip, kStripLd);
 }
 
 }  // namespace

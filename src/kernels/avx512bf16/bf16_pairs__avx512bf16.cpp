@@ -29,30 +29,17 @@ uint32_t pair_at(const uint16_t* base, int64_t offset0, int64_t stride, size_t m
   return lo | (hi << 16);
 }
 
-// A[m][r] = pair (grad_y[rows[r], n0+2m], grad_y[rows[r], n0+2m+1]):
-// transposed, for a grad_y strided along N (contiguous rows are copied,
-// pack_a_pair_rows, unless a block is longer than a copied row holds).
+// A[m][r] = pair (grad_y[rows[r], n0+2m], grad_y[rows[r], n0+2m+1]),
+// element by element: for a grad_y strided along N. Contiguous rows are
+// copied instead (pack_a_pair_rows): every reduction block the plan makes
+// fits a copied row, so packed_gemm_tile never transposes them.
 void pack_a_pairs(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
                   size_t kc, float* a_packed) {
   const auto* base = static_cast<const uint16_t*>(src);
   auto* out = reinterpret_cast<uint32_t*>(a_packed);
-  const size_t pairs = (kc + 1) / 2;
-  if (col_stride != 1) {
-    for (size_t m = 0; m < pairs; ++m)
-      for (size_t r = 0; r < kMR; ++r)
-        out[m * kMR + r] = r < mr ? pair_at(base, rows[r] * row_stride, col_stride, m, n0, kc) : 0u;
-    return;
-  }
-  const __mmask16 row_mask = static_cast<__mmask16>((1u << kMR) - 1u);
-  __m512 v[16];
-  for (size_t m = 0; m < pairs; m += 16) {
-    #pragma GCC unroll 16
-    for (size_t r = 0; r < 16; ++r)
-      v[r] = r < mr ? load_pairs(base + rows[r] * row_stride + n0, 2 * m, kc) : _mm512_setzero_ps();
-    avx512::transpose16x16(v);
-    const size_t q = pairs - m < 16 ? pairs - m : 16;
-    for (size_t j = 0; j < q; ++j) _mm512_mask_storeu_ps(a_packed + (m + j) * kMR, row_mask, v[j]);
-  }
+  for (size_t m = 0; m < (kc + 1) / 2; ++m)
+    for (size_t r = 0; r < kMR; ++r)
+      out[m * kMR + r] = r < mr ? pair_at(base, rows[r] * row_stride, col_stride, m, n0, kc) : 0u;
 }
 
 // B[m][c] = pair (weight_g[k0+c, n0+2m], weight_g[k0+c, n0+2m+1])

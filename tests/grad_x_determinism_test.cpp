@@ -235,24 +235,27 @@ TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
 }
 
 // The fast bf16 mode on both AVX-512 engines against its scalar emulation,
-// bit for bit, on engine_specs(); false (nothing checked) without
-// AVX512_BF16.
+// bit for bit, on problem p; false (nothing checked) without AVX512_BF16.
+bool fast_bf16_gives_emulation_bits(const Problem& p, const std::string& label) {
+  const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+  for (const char* engine : {"packed", "rowvec"}) {
+    ScopedEnv env("MOEGRAD_ENGINE", engine);
+    const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2, .fast_bf16 = true};
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    const Outcome out = run_call(call.args, o);
+    if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) return false;
+    EXPECT_TRUE(out.ok()) << out.describe();
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine + label));
+  }
+  return true;
+}
+
+// The same on every shape of engine_specs().
 bool fast_bf16_engines_checked(const std::string& setting) {
   for (ProblemSpec spec : engine_specs()) {
     spec.dtype = DType::kBF16;
-    const Problem p(spec);
-    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
-    for (const char* engine : {"packed", "rowvec"}) {
-      ScopedEnv env("MOEGRAD_ENGINE", engine);
-      const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2, .fast_bf16 = true};
-      HostTensor gx = p.make_grad_x();
-      Call call(p, gx);
-      const Outcome out = run_call(call.args, o);
-      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) return false;
-      EXPECT_TRUE(out.ok()) << out.describe();
-      EXPECT_TRUE(
-          bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine + setting));
-    }
+    if (!fast_bf16_gives_emulation_bits(Problem(spec), setting)) return false;
   }
   return true;
 }
@@ -264,9 +267,9 @@ TEST(FastBf16, BothEnginesGiveTheEmulationBits) {
 }
 
 // Strided layouts in the fast bf16 mode: a grad_y strided along N is packed
-// transposed into pairs, a padded one copied row by row, a [G, N, K] weight
-// buffer packed from strided elements; each gives the emulation's bits on
-// both engines (the row-vector engine falls back where it cannot read).
+// pair by pair, a padded one copied row by row, a [G, N, K] weight buffer
+// packed from strided elements; each gives the emulation's bits on both
+// engines (the row-vector engine falls back where it cannot read).
 TEST(FastBf16, StridedLayoutsGiveTheEmulationBits) {
   MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
   std::vector<Layout> layouts(3);
@@ -274,19 +277,9 @@ TEST(FastBf16, StridedLayoutsGiveTheEmulationBits) {
   layouts[1].grad_y_row_pad = 5;
   layouts[2].weight_nk_buffer = true;
   for (const Layout& layout : layouts) {
-    const Problem p(medium_spec(DType::kBF16, 1), layout);
-    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
-    for (const char* engine : {"packed", "rowvec"}) {
-      ScopedEnv env("MOEGRAD_ENGINE", engine);
-      const RunOptions o{.isa = MOEGRAD_ISA_AVX512, .threads = 2, .fast_bf16 = true};
-      HostTensor gx = p.make_grad_x();
-      Call call(p, gx);
-      const Outcome out = run_call(call.args, o);
-      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
-      ASSERT_TRUE(out.ok()) << out.describe();
-      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K,
-                                describe(p, o) + " fast bf16 engine=" + engine + " " + layout.describe()));
-    }
+    const std::string label = std::string(" ").append(layout.describe());
+    if (!fast_bf16_gives_emulation_bits(Problem(medium_spec(DType::kBF16, 1), layout), label))
+      GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   }
 }
 

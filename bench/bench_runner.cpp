@@ -57,9 +57,9 @@ struct TimedPath {
 // every run starts from the same state.
 constexpr std::chrono::milliseconds kSettle{20};
 
-// The timing of all paths of one dtype (every thread count), interleaved:
-// after one warm-up each, every round runs each path once, starting one path
-// later each round, so drift in the shared host's speed (several % over
+// The timing of all paths of one shape (every dtype and thread count),
+// interleaved: after one warm-up each, every round runs each path once,
+// starting one path later each round, so drift in the shared host's speed (several % over
 // seconds here) lands on every path alike instead of on whichever ran last,
 // and no path always follows the same one.
 void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
@@ -202,237 +202,300 @@ int shape_steps(const RunConfig& config) {
   return per_thread * static_cast<int>(config.threads.size());
 }
 
-ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress) {
-  const int reps = config.reps;
-  ShapeReport report{shape, {}, {}, reps};
+namespace {
+
+// One dtype of a shape: its inputs, outputs and paths. The buffers are
+// allocated for the paths' runs alone, freed, and allocated again (the same
+// values: fixed seeds) for the timing, where every dtype's are held at once;
+// so each run alone, which measures peak RSS, holds its own dtype's inputs
+// only, as a user's process would. Heap-held: the paths' closures point into
+// it.
+struct DtypeRun {
+  cli::FloatFormat format = cli::FloatFormat::kF32;
+  std::string dtype, label;
+  cli::AlignedBuffer grad_y, weight;
+  // The fused exact grad_x is the reference; `out` takes every other path.
+  cli::AlignedBuffer ref, out;
+  int64_t gy_shape[2] = {}, w_shape[3] = {}, idx_shape[1] = {}, gl_shape[1] = {}, gx_shape[2] = {};
+  DLTensor gy_t{}, w_t{}, idx_t{}, gl_t{}, ref_t{}, out_t{};
+  moegrad_grad_x_args ref_args{}, out_args{};
+  BenchProblem problem;
+  // Shared by the thread counts' paths (never two runs at once): the fused
+  // paths' workspace and moegrad's d_expanded_x.
+  cli::AlignedBuffer ws;
+  std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
+  std::vector<std::unique_ptr<ThreadPaths>> per_threads;
+};
+
+// Allocates and fills d's inputs (and NaN-filled outputs), and points its
+// tensors and arguments at them.
+void allocate_buffers(DtypeRun& d, const ShapeSpec& shape, const cli::Routing& routing) {
   const auto M = static_cast<uint64_t>(shape.m()), N = static_cast<uint64_t>(shape.n),
              K = static_cast<uint64_t>(shape.k), G = static_cast<uint64_t>(shape.experts),
              B = static_cast<uint64_t>(shape.batch);
-  const double flops = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
-  const uint64_t grad_x_floats = B * K;
-  const uint64_t d_expanded_x_bytes = 4 * M * K;
+  const uint64_t esize = static_cast<uint64_t>(cli::format_bytes(d.format));
+  d.grad_y = cli::AlignedBuffer(M * N * esize, "grad_y");
+  d.weight = cli::AlignedBuffer(G * K * N * esize, "weight");
+  cli::fill_uniform(d.grad_y.data(), d.format, M * N, kSeed, kGradYStream);
+  cli::fill_uniform(d.weight.data(), d.format, G * K * N, kSeed, kWeightStream);
+  d.ref = cli::AlignedBuffer(B * K * 4, "grad_x (fused)");
+  d.out = cli::AlignedBuffer(B * K * 4, "grad_x (other paths)");
+  fill_nan(d.ref);
+  fill_nan(d.out);
+
+  d.gy_shape[0] = shape.m();
+  d.gy_shape[1] = shape.n;
+  d.w_shape[0] = shape.experts;
+  d.w_shape[1] = shape.k;
+  d.w_shape[2] = shape.n;
+  d.idx_shape[0] = shape.m();
+  d.gl_shape[0] = shape.experts;
+  d.gx_shape[0] = shape.batch;
+  d.gx_shape[1] = shape.k;
+  const DLDataType dl = cli::format_dl_dtype(d.format);
+  d.gy_t = cli::make_dl_tensor(d.grad_y.data(), dl, d.gy_shape, 2);
+  d.w_t = cli::make_dl_tensor(d.weight.data(), dl, d.w_shape, 3);
+  d.idx_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.expanded_row_idx.data()), {kDLInt, 64, 1},
+                                d.idx_shape, 1);
+  d.gl_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()), {kDLInt, 64, 1}, d.gl_shape, 1);
+  d.ref_t = cli::make_dl_tensor(d.ref.data(), {kDLFloat, 32, 1}, d.gx_shape, 2);
+  d.out_t = cli::make_dl_tensor(d.out.data(), {kDLFloat, 32, 1}, d.gx_shape, 2);
+  d.ref_args = moegrad_grad_x_args{&d.gy_t, &d.w_t, &d.idx_t, &d.gl_t, &d.ref_t, shape.batch, shape.top_k,
+                                   MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
+  d.out_args = d.ref_args;
+  d.out_args.grad_x = &d.out_t;
+  d.problem = BenchProblem{d.format, d.grad_y.data(), d.weight.data(), routing.expanded_row_idx.data(),
+                           routing.group_list.data(), shape.batch, shape.top_k, shape.experts,
+                           shape.k, shape.n, shape.m()};
+}
+
+void free_buffers(DtypeRun& d) {
+  d.grad_y = cli::AlignedBuffer();
+  d.weight = cli::AlignedBuffer();
+  d.ref = cli::AlignedBuffer();
+  d.out = cli::AlignedBuffer();
+}
+
+// One run of the fused operator: planned (untimed), then timed.
+double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes,
+                 cli::AlignedBuffer& ws) {
+  moegrad::GradXExecutor ex(args, c);  // single-use: planned again each run, untimed
+  *ws_bytes = ex.workspace_bytes();
+  if (ws.data() == nullptr || ws.size() < ex.workspace_bytes()) ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
+  const Clock::time_point t0 = Clock::now();
+  ex.run(ws.data(), ex.workspace_bytes(), c);
+  return ms_since(t0);
+}
+
+// Defines d's paths for every thread count, runs each alone (peak RSS and
+// checks against the fused grad_x) and appends those that ran to `timed`.
+void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& config, ShapeReport* report,
+                         Progress& progress, std::vector<TimedPath*>* timed) {
+  const uint64_t grad_x_floats = static_cast<uint64_t>(shape.batch) * static_cast<uint64_t>(shape.k);
+  const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
+  // The fused grad_x of the first thread count, for the later ones. Touched
+  // now, so no path's peak RSS counts it differently.
+  const bool cross_threads = config.threads.size() > 1;
+  const cli::AlignedBuffer first_ref(cross_threads ? grad_x_floats * 4 : 0, "grad_x (first thread count)");
+  fill_nan(first_ref);
+  DtypeRun* dp = &d;
+
+  for (const int threads : config.threads) {
+    d.per_threads.push_back(std::make_unique<ThreadPaths>(threads));
+    ThreadPaths& t = *d.per_threads.back();
+    const std::string tag = d.label + " t=" + std::to_string(threads);
+    Row base;
+    base.shape = shape.name;
+    base.batch = shape.batch;
+    base.top_k = shape.top_k;
+    base.experts = shape.experts;
+    base.k = shape.k;
+    base.n = shape.n;
+    base.dtype = d.dtype;
+    base.mode = "exact";
+    base.threads = threads;
+    // Agreement with the fused grad_x for a path that sums in another order.
+    auto tolerance_check = [&](const std::string& what) {
+      const Diff diff = compare(d.out.as<float>(), d.ref.as<float>(), grad_x_floats);
+      const double rel = diff.max_abs_ref > 0 ? diff.max_abs_diff / diff.max_abs_ref
+                                              : (diff.max_abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+      if (diff.max_abs_diff <= kRelTolerance * diff.max_abs_ref) return format_g("rel %.1e", rel);
+      progress.warn(tag + " " + what + ": grad_x differs from the fused one: max |diff| = " +
+                    format_g("%.3g", diff.max_abs_diff) + " > " + format_g("%.0e", kRelTolerance) +
+                    " * max |grad_x| = " + format_g("%.3g", kRelTolerance * diff.max_abs_ref));
+      return format_g("FAIL rel %.1e", rel);
+    };
+
+    // The paths. Their closures point into `t` and `d` (both heap-held) and
+    // read d's buffers when they run, so they run again after the buffers
+    // are allocated anew for the timing.
+    ThreadPaths* s = &t;
+    auto free_ws = [dp] { dp->ws = cli::AlignedBuffer(); };
+    auto always = [] { return true; };
+    t.fused = {always, [s, dp] { return fused_run(dp->ref_args, s->ctx, &s->fused_ws, dp->ws); }, free_ws, {}};
+    t.fast = {always, [s, dp] { return fused_run(dp->out_args, s->fast_ctx, &s->fast_ws, dp->ws); }, free_ws, {}};
+    t.nonfused = {
+        [dp, d_expanded_x_bytes] {
+          if (!dp->d_expanded_x)
+            dp->d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+          return true;
+        },
+        [s, dp] {
+          // The whole call: it plans and allocates its small workspace itself.
+          const Clock::time_point t0 = Clock::now();
+          moegrad::check(moegrad::driver::nonfused_grad_x(dp->out_args, s->ctx.get(), dp->d_expanded_x->as<float>()));
+          return ms_since(t0);
+        },
+        [dp] { dp->d_expanded_x.reset(); },
+        {}};
+    t.onednn = {
+        [s, dp] {
+          s->onednn_impl = std::make_unique<OnednnNonfused>();
+          return s->onednn_impl->prepare(dp->problem, s->threads, &s->onednn_why);
+        },
+        [s, dp] {
+          const Clock::time_point t0 = Clock::now();
+          s->onednn_impl->run(dp->out.as<float>());
+          return ms_since(t0);
+        },
+        [s] { s->onednn_impl.reset(); },
+        {}};
+
+    // Alone: peak RSS and the checks; `ran` reads what the path holds
+    // before it is released. Returns whether the path ran.
+    auto run_alone = [&](TimedPath& path, std::optional<uint64_t>* peak_rss,
+                         const std::function<void()>& ran = [] {}) {
+      const PeakRss rss;
+      if (!path.prepare()) {
+        path.release();
+        return false;
+      }
+      path.run();
+      *peak_rss = rss.peak();
+      ran();
+      path.release();
+      return true;
+    };
+
+    // fused, exact: the reference for the other paths.
+    progress.step(tag + " fused");
+    t.fused_row = base;
+    t.fused_row.path = "fused";
+    run_alone(t.fused, &t.fused_rss);
+    t.fused_row.check = "ref";
+    if (cross_threads && threads == config.threads.front()) {
+      std::memcpy(first_ref.data(), d.ref.data(), grad_x_floats * 4);
+    } else if (cross_threads && std::memcmp(first_ref.data(), d.ref.data(), grad_x_floats * 4) != 0) {
+      t.fused_row.check = "ref, DIFFERS across threads";
+      progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
+                    std::to_string(config.threads.front()) + " threads (SPEC §5)");
+    }
+    timed->push_back(&t.fused);
+
+    // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
+    t.fast_row = base;
+    t.fast_row.path = "fused";
+    t.fast_row.mode = "fast-bf16";
+    if (d.format == cli::FloatFormat::kBF16 && config.fast_bf16) {
+      progress.step(tag + " fused fast-bf16");
+      fill_nan(d.out);
+      try {
+        t.fast_runs = run_alone(t.fast, &t.fast_rss);
+        t.fast_row.check = tolerance_check("fused fast-bf16");
+        timed->push_back(&t.fast);
+      } catch (const moegrad::Error& e) {
+        if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
+        add_note(report, std::string("fast-bf16 skipped: ") + e.what());
+      }
+    }
+
+    // non-fused with moegrad's kernels: the same bits as the fused path.
+    progress.step(tag + " nonfused");
+    fill_nan(d.out);
+    run_alone(t.nonfused, &t.nonfused_rss);
+    t.nf_row = base;
+    t.nf_row.path = "nonfused";
+    const Diff nf_diff = compare(d.out.as<float>(), d.ref.as<float>(), grad_x_floats);
+    t.nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
+    if (!nf_diff.identical) {
+      progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
+                    format_g("%.3g", nf_diff.max_abs_diff) + ")");
+    }
+    timed->push_back(&t.nonfused);
+
+    // non-fused with oneDNN.
+    progress.step(tag + " onednn-nonfused");
+    fill_nan(d.out);
+    t.dnn_row = base;
+    t.dnn_row.path = "onednn-nonfused";
+    t.onednn_runs = run_alone(t.onednn, &t.onednn_rss, [&] {
+      t.onednn_ws = t.onednn_impl->workspace_bytes();
+      t.onednn_name = t.onednn_impl->implementation();
+    });
+    if (t.onednn_runs) {
+      t.dnn_row.check = tolerance_check("onednn-nonfused");
+      timed->push_back(&t.onednn);
+    } else {
+      t.dnn_row.check = "n/a";
+    }
+  }
+}
+
+}  // namespace
+
+ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress) {
+  const int reps = config.reps;
+  ShapeReport report{shape, {}, {}, reps};
+  const double flops = 2.0 * static_cast<double>(shape.m()) * static_cast<double>(shape.n) *
+                       static_cast<double>(shape.k);
+  const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
 
   progress.status(shape.name + ": routing");
   const cli::Routing routing = cli::make_routing(shape.batch, shape.top_k, shape.experts, kSeed);
 
+  // Each dtype alone: its inputs, its paths run once each, its inputs freed.
+  std::vector<std::unique_ptr<DtypeRun>> runs;
+  std::vector<TimedPath*> timed;
   for (const cli::FloatFormat format : config.dtypes) {
-    const std::string dtype = cli::format_name(format);
-    const std::string label = shape.name + " " + dtype;
-    // Inputs per dtype, freed before the next one (zmoe's f32 weight is 3.5 GB).
-    progress.status(label + ": generating inputs");
-    const uint64_t esize = static_cast<uint64_t>(cli::format_bytes(format));
-    const cli::AlignedBuffer grad_y(M * N * esize, "grad_y");
-    const cli::AlignedBuffer weight(G * K * N * esize, "weight");
-    cli::fill_uniform(grad_y.data(), format, M * N, kSeed, kGradYStream);
-    cli::fill_uniform(weight.data(), format, G * K * N, kSeed, kWeightStream);
-    // The fused exact grad_x is the reference; `out` takes every other path;
-    // `first_ref` keeps the fused grad_x of the first thread count. All are
-    // allocated and touched now, so no path's peak RSS counts them differently.
-    const cli::AlignedBuffer ref(grad_x_floats * 4, "grad_x (fused)");
-    const cli::AlignedBuffer out(grad_x_floats * 4, "grad_x (other paths)");
-    const bool cross_threads = config.threads.size() > 1;
-    const cli::AlignedBuffer first_ref(cross_threads ? grad_x_floats * 4 : 0, "grad_x (first thread count)");
-    fill_nan(ref);
-    fill_nan(out);
-    fill_nan(first_ref);
+    runs.push_back(std::make_unique<DtypeRun>());
+    DtypeRun& d = *runs.back();
+    d.format = format;
+    d.dtype = cli::format_name(format);
+    d.label = shape.name + " " + d.dtype;
+    progress.status(d.label + ": generating inputs");
+    allocate_buffers(d, shape, routing);
+    run_alone_and_check(d, shape, config, &report, progress, &timed);
+    free_buffers(d);
+  }
 
-    int64_t gy_shape[2] = {shape.m(), shape.n};
-    int64_t w_shape[3] = {shape.experts, shape.k, shape.n};
-    int64_t idx_shape[1] = {shape.m()};
-    int64_t gl_shape[1] = {shape.experts};
-    int64_t gx_shape[2] = {shape.batch, shape.k};
-    const DLDataType dl = cli::format_dl_dtype(format);
-    const DLTensor gy_t = cli::make_dl_tensor(grad_y.data(), dl, gy_shape, 2);
-    const DLTensor w_t = cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
-    const DLTensor idx_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.expanded_row_idx.data()), {kDLInt, 64, 1},
-                                               idx_shape, 1);
-    const DLTensor gl_t = cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()), {kDLInt, 64, 1},
-                                              gl_shape, 1);
-    const DLTensor ref_t = cli::make_dl_tensor(ref.data(), {kDLFloat, 32, 1}, gx_shape, 2);
-    const DLTensor out_t = cli::make_dl_tensor(out.data(), {kDLFloat, 32, 1}, gx_shape, 2);
-    const moegrad_grad_x_args ref_args{&gy_t, &w_t, &idx_t, &gl_t, &ref_t, shape.batch, shape.top_k,
-                                       MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
-    moegrad_grad_x_args out_args = ref_args;
-    out_args.grad_x = &out_t;
-    const BenchProblem problem{format, grad_y.data(), weight.data(), routing.expanded_row_idx.data(),
-                               routing.group_list.data(), shape.batch, shape.top_k, shape.experts,
-                               shape.k, shape.n, shape.m()};
+  // Then all paths of every dtype and thread count timed together,
+  // interleaved: ratios between dtypes (f16 and bf16 against f32), between
+  // thread counts and between paths then compare runs made in the same
+  // minutes, not minutes apart (the host's speed drifts more than the
+  // effects measured). Every dtype's inputs are held meanwhile.
+  for (const std::unique_ptr<DtypeRun>& d : runs) {
+    progress.status(d->label + ": generating inputs for the timing");
+    allocate_buffers(*d, shape, routing);
+  }
+  progress.status(shape.name + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
+                  std::to_string(reps) + " rounds");
+  for (TimedPath* path : timed) {
+    if (!path->prepare()) throw std::runtime_error(shape.name + ": a path that ran alone cannot be prepared again");
+  }
+  time_interleaved(timed, reps);
+  for (TimedPath* path : timed) path->release();
 
-    // Shared by the thread counts' paths (never two runs at once): the fused
-    // paths' workspace and moegrad's d_expanded_x.
-    cli::AlignedBuffer ws;
-    std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
-    std::vector<std::unique_ptr<ThreadPaths>> per_threads;
-    std::vector<TimedPath*> timed;
-
-    for (const int threads : config.threads) {
-      per_threads.push_back(std::make_unique<ThreadPaths>(threads));
-      ThreadPaths& t = *per_threads.back();
-      const std::string tag = label + " t=" + std::to_string(threads);
-      Row base;
-      base.shape = shape.name;
-      base.batch = shape.batch;
-      base.top_k = shape.top_k;
-      base.experts = shape.experts;
-      base.k = shape.k;
-      base.n = shape.n;
-      base.dtype = dtype;
-      base.mode = "exact";
-      base.threads = threads;
-      // Agreement with the fused grad_x for a path that sums in another order.
-      auto tolerance_check = [&](const std::string& what) {
-        const Diff d = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
-        const double rel = d.max_abs_ref > 0 ? d.max_abs_diff / d.max_abs_ref : (d.max_abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-        if (d.max_abs_diff <= kRelTolerance * d.max_abs_ref) return format_g("rel %.1e", rel);
-        progress.warn(tag + " " + what + ": grad_x differs from the fused one: max |diff| = " +
-                      format_g("%.3g", d.max_abs_diff) + " > " + format_g("%.0e", kRelTolerance) +
-                      " * max |grad_x| = " + format_g("%.3g", kRelTolerance * d.max_abs_ref));
-        return format_g("FAIL rel %.1e", rel);
-      };
-
-      // The paths. Their closures point into `t` (heap-held, stays put) and
-      // into this dtype's buffers, so they can still run after this loop.
-      ThreadPaths* s = &t;
-      auto fused_run = [&ws](const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes) {
-        moegrad::GradXExecutor ex(args, c);  // single-use: planned again each run, untimed
-        *ws_bytes = ex.workspace_bytes();
-        if (ws.data() == nullptr || ws.size() < ex.workspace_bytes())
-          ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
-        const Clock::time_point t0 = Clock::now();
-        ex.run(ws.data(), ex.workspace_bytes(), c);
-        return ms_since(t0);
-      };
-      auto free_ws = [&ws] { ws = cli::AlignedBuffer(); };
-      auto always = [] { return true; };
-      t.fused = {always, [=, &ref_args] { return fused_run(ref_args, s->ctx, &s->fused_ws); }, free_ws, {}};
-      t.fast = {always, [=, &out_args] { return fused_run(out_args, s->fast_ctx, &s->fast_ws); }, free_ws, {}};
-      t.nonfused = {
-          [&d_expanded_x, d_expanded_x_bytes] {
-            if (!d_expanded_x)
-              d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
-            return true;
-          },
-          [s, &out_args, &d_expanded_x] {
-            // The whole call: it plans and allocates its small workspace itself.
-            const Clock::time_point t0 = Clock::now();
-            moegrad::check(moegrad::driver::nonfused_grad_x(out_args, s->ctx.get(), d_expanded_x->as<float>()));
-            return ms_since(t0);
-          },
-          [&d_expanded_x] { d_expanded_x.reset(); },
-          {}};
-      t.onednn = {
-          [s, &problem] {
-            s->onednn_impl = std::make_unique<OnednnNonfused>();
-            return s->onednn_impl->prepare(problem, s->threads, &s->onednn_why);
-          },
-          [s, &out] {
-            const Clock::time_point t0 = Clock::now();
-            s->onednn_impl->run(out.as<float>());
-            return ms_since(t0);
-          },
-          [s] { s->onednn_impl.reset(); },
-          {}};
-
-      // Alone: peak RSS and the checks; `ran` reads what the path holds
-      // before it is released. Returns whether the path ran.
-      auto run_alone = [&](TimedPath& path, std::optional<uint64_t>* peak_rss,
-                           const std::function<void()>& ran = [] {}) {
-        const PeakRss rss;
-        if (!path.prepare()) {
-          path.release();
-          return false;
-        }
-        path.run();
-        *peak_rss = rss.peak();
-        ran();
-        path.release();
-        return true;
-      };
-
-      // fused, exact: the reference for the other paths.
-      progress.step(tag + " fused");
-      t.fused_row = base;
-      t.fused_row.path = "fused";
-      run_alone(t.fused, &t.fused_rss);
-      t.fused_row.check = "ref";
-      if (cross_threads && threads == config.threads.front()) {
-        std::memcpy(first_ref.data(), ref.data(), grad_x_floats * 4);
-      } else if (cross_threads && std::memcmp(first_ref.data(), ref.data(), grad_x_floats * 4) != 0) {
-        t.fused_row.check = "ref, DIFFERS across threads";
-        progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
-                      std::to_string(config.threads.front()) + " threads (SPEC §5)");
-      }
-      timed.push_back(&t.fused);
-
-      // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
-      t.fast_row = base;
-      t.fast_row.path = "fused";
-      t.fast_row.mode = "fast-bf16";
-      if (format == cli::FloatFormat::kBF16 && config.fast_bf16) {
-        progress.step(tag + " fused fast-bf16");
-        fill_nan(out);
-        try {
-          t.fast_runs = run_alone(t.fast, &t.fast_rss);
-          t.fast_row.check = tolerance_check("fused fast-bf16");
-          timed.push_back(&t.fast);
-        } catch (const moegrad::Error& e) {
-          if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
-          add_note(&report, std::string("fast-bf16 skipped: ") + e.what());
-        }
-      }
-
-      // non-fused with moegrad's kernels: the same bits as the fused path.
-      progress.step(tag + " nonfused");
-      fill_nan(out);
-      run_alone(t.nonfused, &t.nonfused_rss);
-      t.nf_row = base;
-      t.nf_row.path = "nonfused";
-      const Diff nf_diff = compare(out.as<float>(), ref.as<float>(), grad_x_floats);
-      t.nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
-      if (!nf_diff.identical) {
-        progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
-                      format_g("%.3g", nf_diff.max_abs_diff) + ")");
-      }
-      timed.push_back(&t.nonfused);
-
-      // non-fused with oneDNN.
-      progress.step(tag + " onednn-nonfused");
-      fill_nan(out);
-      t.dnn_row = base;
-      t.dnn_row.path = "onednn-nonfused";
-      t.onednn_runs = run_alone(t.onednn, &t.onednn_rss, [&] {
-        t.onednn_ws = t.onednn_impl->workspace_bytes();
-        t.onednn_name = t.onednn_impl->implementation();
-      });
-      if (t.onednn_runs) {
-        t.dnn_row.check = tolerance_check("onednn-nonfused");
-        timed.push_back(&t.onednn);
-      } else {
-        t.dnn_row.check = "n/a";
-      }
-    }
-
-    // All paths of every thread count together, interleaved: the 2-thread /
-    // 1-thread ratio then compares runs made in the same minutes, not
-    // minutes apart (the host's speed drifts more than the effects measured).
-    progress.status(label + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
-                    std::to_string(reps) + " rounds");
-    for (TimedPath* path : timed) {
-      if (!path->prepare()) throw std::runtime_error(label + ": a path that ran alone cannot be prepared again");
-    }
-    time_interleaved(timed, reps);
-    for (TimedPath* path : timed) path->release();
-
-    auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
-                           std::optional<uint64_t> peak_rss) {
-      r->ms = path.ms.median;
-      r->ms_min = path.ms.min;
-      r->ms_max = path.ms.max;
-      r->gflops = flops / (path.ms.median * 1e6);
-      r->workspace_bytes = workspace;
-      r->peak_rss_bytes = peak_rss;
-    };
-    for (const std::unique_ptr<ThreadPaths>& tp : per_threads) {
+  auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
+                         std::optional<uint64_t> peak_rss) {
+    r->ms = path.ms.median;
+    r->ms_min = path.ms.min;
+    r->ms_max = path.ms.max;
+    r->gflops = flops / (path.ms.median * 1e6);
+    r->workspace_bytes = workspace;
+    r->peak_rss_bytes = peak_rss;
+  };
+  for (const std::unique_ptr<DtypeRun>& d : runs) {
+    for (const std::unique_ptr<ThreadPaths>& tp : d->per_threads) {
       ThreadPaths& t = *tp;
       fill_timing(&t.fused_row, t.fused, t.fused_ws, t.fused_rss);
       report.rows.push_back(t.fused_row);
@@ -444,10 +507,10 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
       report.rows.push_back(t.nf_row);
       if (t.onednn_runs) {
         fill_timing(&t.dnn_row, t.onednn, t.onednn_ws, t.onednn_rss);
-        add_note(&report, "onednn-nonfused " + dtype + ": " + OnednnNonfused::version() + ", implementation " +
+        add_note(&report, "onednn-nonfused " + d->dtype + ": " + OnednnNonfused::version() + ", implementation " +
                               t.onednn_name);
       } else {
-        add_note(&report, "onednn-nonfused " + dtype + ": null: " + t.onednn_why);
+        add_note(&report, "onednn-nonfused " + d->dtype + ": null: " + t.onednn_why);
       }
       report.rows.push_back(t.dnn_row);
     }

@@ -2,9 +2,10 @@
 // each thread count the fused operator (exact, and fast-bf16 where the CPU
 // has it), the non-fused path with moegrad's kernels and with oneDNN. Each
 // first runs alone, sized (workspace, peak RSS) and cross-checked against
-// the fused grad_x; then the paths of every thread count are timed
-// together, interleaved (one warm-up each, then rounds that run every path
-// once), the median of the rounds reported.
+// the fused grad_x, with only its own dtype's inputs in memory; then the
+// paths of every dtype and thread count are timed together, interleaved
+// (one warm-up each, then rounds that run every path once), the median of
+// the rounds reported.
 #pragma once
 
 #include <optional>

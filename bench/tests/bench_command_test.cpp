@@ -324,6 +324,32 @@ TEST(BenchCommand, EveryThreadCountGetsItsOwnRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
+// Every path of a shape, whatever its dtype, is timed in one interleaved
+// window, so the f16 and bf16 rows compare with f32's run for run: the
+// progress lines name one timing per shape, of as many paths as the JSON
+// has timed rows.
+TEST(BenchCommand, AllDtypesOfAShapeAreTimedTogether) {
+  const Captured c =
+      run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32,f16,bf16", "--threads", "1", "--reps", "1", "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::set<std::string> dtypes;
+  int timed_rows = 0;
+  for (const JsonObject* r : parse_rows(c.out)) {
+    if (r->at("path").string() == "fma-peak" || r->at("ms").is_null()) continue;
+    dtypes.insert(r->at("dtype").string());
+    ++timed_rows;
+  }
+  EXPECT_EQ(dtypes, (std::set<std::string>{"f32", "f16", "bf16"}));
+  std::vector<std::string> timings;
+  std::istringstream lines(c.err);
+  for (std::string l; std::getline(lines, l);)
+    if (l.find(": timing ") != std::string::npos) timings.push_back(l);
+  ASSERT_EQ(timings.size(), 1u) << c.err;
+  EXPECT_NE(timings[0].find("64,2,4,64,32: timing " + std::to_string(timed_rows) + " paths interleaved"),
+            std::string::npos)
+      << timings[0] << " (" << timed_rows << " timed rows)";
+}
+
 TEST(BenchCommand, HumanTablePerShape) {
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -72,40 +73,47 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   const int total = static_cast<int>(options.threads.size() + options.shapes.size() * static_cast<size_t>(shape_steps(config)));
   progress.emplace(total);
 
+  // The FMA loop of each thread count: sized and run now, then in every
+  // shape's rounds; its peak is known once the last shape is done, so the
+  // tables are printed then.
+  std::vector<std::unique_ptr<FmaLoop>> loops;
+  std::vector<FmaLoop*> loop_ptrs;
   for (const int threads : options.threads) {
     progress->step("fma-peak t=" + std::to_string(threads));
-    const FmaPeak peak = measure_fma_peak(threads, options.reps);
-    machine.fma_isa = peak.isa;
-    Row r;
-    r.threads = threads;
-    r.path = "fma-peak";
-    r.gflops = peak.gflops;
-    machine.fma_peak.push_back(r);
-  }
-  if (!options.json) {
-    progress->clear();
-    print_header(stdout, machine);
+    loops.push_back(std::make_unique<FmaLoop>(threads));
+    for (int i = 0; i < options.reps; ++i) loops.back()->run();
+    loop_ptrs.push_back(loops.back().get());
   }
 
-  std::vector<Row> rows = machine.fma_peak;
-  std::vector<std::string> notes;  // --json: each once, on stderr
+  std::vector<ShapeReport> reports;
   for (const ShapeSpec& shape : options.shapes) {
-    ShapeReport report = run_shape(shape, config, *progress);
-    if (fast_note) report.notes.push_back(*fast_note);
-    progress->clear();
-    if (options.json) {
+    reports.push_back(run_shape(shape, config, loop_ptrs, *progress));
+    if (fast_note) reports.back().notes.push_back(*fast_note);
+  }
+  for (const std::unique_ptr<FmaLoop>& loop : loops) {
+    machine.fma_isa = loop->isa();
+    Row r;
+    r.threads = loop->threads();
+    r.path = "fma-peak";
+    r.gflops = loop->peak_gflops();
+    machine.fma_peak.push_back(r);
+  }
+  progress->clear();
+
+  if (options.json) {
+    std::vector<Row> rows = machine.fma_peak;
+    std::vector<std::string> notes;  // each once, on stderr
+    for (const ShapeReport& report : reports) {
+      rows.insert(rows.end(), report.rows.begin(), report.rows.end());
       for (const std::string& n : report.notes) {
         if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
       }
-    } else {
-      print_table(stdout, report, machine);
     }
-    rows.insert(rows.end(), report.rows.begin(), report.rows.end());
-  }
-  progress->clear();
-  if (options.json) {
     for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
     print_json(stdout, rows);
+  } else {
+    print_header(stdout, machine);
+    for (const ShapeReport& report : reports) print_table(stdout, report, machine);
   }
   return cli::kExitOk;
 }

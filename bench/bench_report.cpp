@@ -116,7 +116,9 @@ void print_header(std::FILE* out, const MachineInfo& machine) {
     std::fprintf(out, "%s%d thread%s: %s GFLOP/s", i ? ", " : "", r.threads, r.threads == 1 ? "" : "s",
                  fixed(r.gflops, "%.1f").c_str());
   }
-  std::fprintf(out, " (%s f32 FMA loop)\n", machine.fma_isa.c_str());
+  std::fprintf(out, " (%s f32 FMA loop:\n"
+                    "            median of its runs at the start and in every shape's timing rounds)\n",
+               machine.fma_isa.c_str());
   std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
                     "            fused: moegrad_grad_x only\n");
   std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"

@@ -443,7 +443,8 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
 
 }  // namespace
 
-ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress) {
+ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std::vector<FmaLoop*>& fma_loops,
+                      Progress& progress) {
   const int reps = config.reps;
   ShapeReport report{shape, {}, {}, reps};
   const double flops = 2.0 * static_cast<double>(shape.m()) * static_cast<double>(shape.n) *
@@ -472,12 +473,28 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress&
   // interleaved: ratios between dtypes (f16 and bf16 against f32), between
   // thread counts and between paths then compare runs made in the same
   // minutes, not minutes apart (the host's speed drifts more than the
-  // effects measured). Every dtype's inputs are held meanwhile.
+  // effects measured). Every dtype's inputs are held meanwhile. The FMA loop
+  // runs in the same rounds: the peak is the median of all its runs.
   for (const std::unique_ptr<DtypeRun>& d : runs) {
     progress.status(d->label + ": generating inputs for the timing");
     allocate_buffers(*d, shape, routing);
   }
-  progress.status(shape.name + ": timing " + std::to_string(timed.size()) + " paths interleaved, " +
+  const size_t path_count = timed.size();
+  std::vector<TimedPath> loop_paths;
+  loop_paths.reserve(fma_loops.size());
+  for (FmaLoop* loop : fma_loops) {
+    if (!loop->available()) continue;
+    loop_paths.push_back({[] { return true; },
+                          [loop] {
+                            const Clock::time_point t0 = Clock::now();
+                            loop->run();
+                            return ms_since(t0);
+                          },
+                          [] {},
+                          {}});
+    timed.push_back(&loop_paths.back());
+  }
+  progress.status(shape.name + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
                   std::to_string(reps) + " rounds");
   for (TimedPath* path : timed) {
     if (!path->prepare()) throw std::runtime_error(shape.name + ": a path that ran alone cannot be prepared again");

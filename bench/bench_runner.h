@@ -14,6 +14,7 @@
 
 #include "bench_options.h"
 #include "bench_report.h"
+#include "fma_peak.h"
 
 namespace moegrad::bench {
 
@@ -49,6 +50,8 @@ std::optional<std::string> fast_bf16_unavailable_reason();
 // Steps run_shape reports to Progress for one shape.
 int shape_steps(const RunConfig& config);
 
-ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, Progress& progress);
+// fma_loops: run in the shape's timing rounds too (one per thread count).
+ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std::vector<FmaLoop*>& fma_loops,
+                      Progress& progress);
 
 }  // namespace moegrad::bench

@@ -52,33 +52,34 @@ std::pair<double, double> run_on_threads(LoopFn fn, int threads, uint64_t iterat
 
 }  // namespace
 
-FmaPeak measure_fma_peak(int threads, int reps) {
-  FmaPeak r;
-  LoopFn fn = nullptr;
+FmaLoop::FmaLoop(int threads) : threads_(threads) {
   if (moegrad_isa_available(MOEGRAD_ISA_AVX512)) {
-    fn = fma_loop_avx512;
-    r.isa = "avx512";
+    fn_ = fma_loop_avx512;
+    isa_ = "avx512";
   } else if (moegrad_isa_available(MOEGRAD_ISA_AVX2)) {
-    fn = fma_loop_avx2;
-    r.isa = "avx2";
+    fn_ = fma_loop_avx2;
+    isa_ = "avx2";
   } else {
-    return r;
+    return;
   }
   // Warm-up (clocks ramp up) that also sizes the loop to ~100 ms.
   constexpr uint64_t kProbe = 1u << 21;
   constexpr double kTargetSeconds = 0.1;
-  const auto [probe_flops, probe_s] = run_on_threads(fn, threads, kProbe);
-  (void)probe_flops;
+  const double probe_s = run_on_threads(fn_, threads_, kProbe).second;
   const double scale = kTargetSeconds / std::max(probe_s, 1e-6);
-  const uint64_t iterations = std::clamp<uint64_t>(static_cast<uint64_t>(static_cast<double>(kProbe) * scale),
-                                                   kProbe / 16, kProbe * 1024);
-  std::vector<double> gflops;
-  for (int i = 0; i < std::max(reps, 1); ++i) {
-    const auto [f, s] = run_on_threads(fn, threads, iterations);
-    gflops.push_back(f / s * 1e-9);
-  }
-  r.gflops = summarize(gflops).median;
-  return r;
+  iterations_ = std::clamp<uint64_t>(static_cast<uint64_t>(static_cast<double>(kProbe) * scale), kProbe / 16,
+                                     kProbe * 1024);
+}
+
+void FmaLoop::run() {
+  if (fn_ == nullptr) return;
+  const auto [flops, seconds] = run_on_threads(fn_, threads_, iterations_);
+  gflops_.push_back(flops / seconds * 1e-9);
+}
+
+std::optional<double> FmaLoop::peak_gflops() const {
+  if (gflops_.empty()) return std::nullopt;
+  return summarize(gflops_).median;
 }
 
 }  // namespace moegrad::bench

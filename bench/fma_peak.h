@@ -5,16 +5,35 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 namespace moegrad::bench {
 
-struct FmaPeak {
-  const char* isa = "none";      // "avx512" or "avx2"
-  std::optional<double> gflops;  // total over all threads; nullopt without AVX2/AVX-512
-};
+// The loop on one thread count, sized once (a warm-up run that lets the
+// clocks ramp up) to about 100 ms a run. `moegrad bench` runs it at the
+// start and then in every shape's timing rounds, interleaved with the paths,
+// so the peak it reports (the median over all runs) and the paths' speeds
+// come from the same minutes of a shared machine.
+class FmaLoop {
+ public:
+  explicit FmaLoop(int threads);
+  int threads() const { return threads_; }
+  const char* isa() const { return isa_; }  // "avx512", "avx2" or "none"
+  bool available() const { return fn_ != nullptr; }
+  // One timed run (nothing without AVX2/AVX-512); its GFLOP/s is kept.
+  void run();
+  // The median GFLOP/s of the runs so far (total over all threads);
+  // nullopt without AVX2/AVX-512 or before the first run.
+  std::optional<double> peak_gflops() const;
 
-// One warm-up that also sizes the loop to ~100 ms, then the median of `reps`.
-FmaPeak measure_fma_peak(int threads, int reps);
+ private:
+  using LoopFn = uint64_t (*)(uint64_t, float, float, float*);
+  int threads_;
+  const char* isa_ = "none";
+  LoopFn fn_ = nullptr;
+  uint64_t iterations_ = 0;
+  std::vector<double> gflops_;
+};
 
 // The per-ISA loops (each in its own translation unit, compiled with exactly
 // that ISA's flags). `iterations` rounds of independent FMAs acc = acc*a + b;

@@ -194,6 +194,19 @@ std::optional<std::string> fast_bf16_unavailable_reason() {
   return std::nullopt;
 }
 
+std::vector<size_t> timing_groups(const std::vector<uint64_t>& bytes, std::optional<uint64_t> budget) {
+  std::vector<size_t> starts;
+  uint64_t held = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (starts.empty() || (budget && held + bytes[i] > *budget)) {
+      starts.push_back(i);
+      held = 0;
+    }
+    held += bytes[i];
+  }
+  return starts;
+}
+
 int shape_steps(const RunConfig& config) {
   int per_thread = 0;
   for (const cli::FloatFormat f : config.dtypes) {
@@ -225,6 +238,7 @@ struct DtypeRun {
   cli::AlignedBuffer ws;
   std::unique_ptr<cli::AlignedBuffer> d_expanded_x;
   std::vector<std::unique_ptr<ThreadPaths>> per_threads;
+  std::vector<TimedPath*> timed;  // the paths that ran alone
 };
 
 // Allocates and fills d's inputs (and NaN-filled outputs), and points its
@@ -276,6 +290,36 @@ void free_buffers(DtypeRun& d) {
   d.out = cli::AlignedBuffer();
 }
 
+// What timing d holds at once: its inputs and outputs, and what its
+// prepared paths allocate (d_expanded_x for moegrad's non-fused path and
+// one for each oneDNN path).
+uint64_t timing_bytes(const DtypeRun& d, const ShapeSpec& shape) {
+  const auto M = static_cast<uint64_t>(shape.m()), N = static_cast<uint64_t>(shape.n),
+             K = static_cast<uint64_t>(shape.k), G = static_cast<uint64_t>(shape.experts),
+             B = static_cast<uint64_t>(shape.batch);
+  uint64_t intermediates = 1;
+  for (const std::unique_ptr<ThreadPaths>& t : d.per_threads) intermediates += t->onednn_runs ? 1 : 0;
+  return (M * N + G * K * N) * static_cast<uint64_t>(cli::format_bytes(d.format)) + 2 * B * K * 4 +
+         intermediates * 4 * M * K;
+}
+
+// MemAvailable from /proc/meminfo; nullopt where it cannot be read.
+std::optional<uint64_t> available_memory_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return std::nullopt;
+  char line[256];
+  std::optional<uint64_t> bytes;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long long kib = 0;
+    if (std::strncmp(line, "MemAvailable:", 13) == 0 && std::sscanf(line + 13, "%llu", &kib) == 1) {
+      bytes = static_cast<uint64_t>(kib) * 1024;
+      break;
+    }
+  }
+  std::fclose(f);
+  return bytes;
+}
+
 // One run of the fused operator: planned (untimed), then timed.
 double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes,
                  cli::AlignedBuffer& ws) {
@@ -288,9 +332,10 @@ double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uin
 }
 
 // Defines d's paths for every thread count, runs each alone (peak RSS and
-// checks against the fused grad_x) and appends those that ran to `timed`.
+// checks against the fused grad_x) and lists those that ran in d.timed.
 void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& config, ShapeReport* report,
-                         Progress& progress, std::vector<TimedPath*>* timed) {
+                         Progress& progress) {
+  std::vector<TimedPath*>* timed = &d.timed;
   const uint64_t grad_x_floats = static_cast<uint64_t>(shape.batch) * static_cast<uint64_t>(shape.k);
   const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
   // The fused grad_x of the first thread count, for the later ones. Touched
@@ -456,7 +501,6 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
 
   // Each dtype alone: its inputs, its paths run once each, its inputs freed.
   std::vector<std::unique_ptr<DtypeRun>> runs;
-  std::vector<TimedPath*> timed;
   for (const cli::FloatFormat format : config.dtypes) {
     runs.push_back(std::make_unique<DtypeRun>());
     DtypeRun& d = *runs.back();
@@ -465,7 +509,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     d.label = shape.name + " " + d.dtype;
     progress.status(d.label + ": generating inputs");
     allocate_buffers(d, shape, routing);
-    run_alone_and_check(d, shape, config, &report, progress, &timed);
+    run_alone_and_check(d, shape, config, &report, progress);
     free_buffers(d);
   }
 
@@ -473,34 +517,66 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
   // interleaved: ratios between dtypes (f16 and bf16 against f32), between
   // thread counts and between paths then compare runs made in the same
   // minutes, not minutes apart (the host's speed drifts more than the
-  // effects measured). Every dtype's inputs are held meanwhile. The FMA loop
-  // runs in the same rounds: the peak is the median of all its runs.
+  // effects measured). Every dtype's inputs are held meanwhile, unless
+  // they would not fit in the memory available: then the dtypes are timed
+  // in groups, with a note. The FMA loop runs in the same rounds: the peak
+  // is the median of all its runs.
+  std::vector<uint64_t> bytes;
+  uint64_t total_bytes = 0;
   for (const std::unique_ptr<DtypeRun>& d : runs) {
-    progress.status(d->label + ": generating inputs for the timing");
-    allocate_buffers(*d, shape, routing);
+    bytes.push_back(timing_bytes(*d, shape));
+    total_bytes += bytes.back();
   }
-  const size_t path_count = timed.size();
-  std::vector<TimedPath> loop_paths;
-  loop_paths.reserve(fma_loops.size());
-  for (FmaLoop* loop : fma_loops) {
-    if (!loop->available()) continue;
-    loop_paths.push_back({[] { return true; },
-                          [loop] {
-                            const Clock::time_point t0 = Clock::now();
-                            loop->run();
-                            return ms_since(t0);
-                          },
-                          [] {},
-                          {}});
-    timed.push_back(&loop_paths.back());
+  const std::optional<uint64_t> available = available_memory_bytes();
+  const std::optional<uint64_t> budget = available ? std::optional<uint64_t>(*available / 10 * 9) : std::nullopt;
+  std::vector<size_t> starts = timing_groups(bytes, budget);
+  if (starts.size() > 1) {
+    std::string groups;
+    for (size_t g = 0; g < starts.size(); ++g) {
+      const size_t end = g + 1 < starts.size() ? starts[g + 1] : runs.size();
+      groups += g ? " | " : "";
+      for (size_t i = starts[g]; i < end; ++i) groups += (i > starts[g] ? ", " : "") + runs[i]->dtype;
+    }
+    add_note(&report, "dtypes timed in separate rounds (" + groups + "): together they would hold about " +
+                          format_g("%.1f", static_cast<double>(total_bytes) / (1u << 30)) + " GiB, and " +
+                          format_g("%.1f", static_cast<double>(*available) / (1u << 30)) +
+                          " GiB are available; ratios across groups compare different minutes");
   }
-  progress.status(shape.name + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
-                  std::to_string(reps) + " rounds");
-  for (TimedPath* path : timed) {
-    if (!path->prepare()) throw std::runtime_error(shape.name + ": a path that ran alone cannot be prepared again");
+  starts.push_back(runs.size());
+  for (size_t g = 0; g + 1 < starts.size(); ++g) {
+    std::vector<TimedPath*> timed;
+    std::string what = shape.name;
+    for (size_t i = starts[g]; i < starts[g + 1]; ++i) {
+      DtypeRun& d = *runs[i];
+      progress.status(d.label + ": generating inputs for the timing");
+      allocate_buffers(d, shape, routing);
+      timed.insert(timed.end(), d.timed.begin(), d.timed.end());
+      if (starts.size() > 2) what += (i > starts[g] ? "," : " ") + d.dtype;
+    }
+    const size_t path_count = timed.size();
+    std::vector<TimedPath> loop_paths;
+    loop_paths.reserve(fma_loops.size());
+    for (FmaLoop* loop : fma_loops) {
+      if (!loop->available()) continue;
+      loop_paths.push_back({[] { return true; },
+                            [loop] {
+                              const Clock::time_point t0 = Clock::now();
+                              loop->run();
+                              return ms_since(t0);
+                            },
+                            [] {},
+                            {}});
+      timed.push_back(&loop_paths.back());
+    }
+    progress.status(what + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
+                    std::to_string(reps) + " rounds");
+    for (TimedPath* path : timed) {
+      if (!path->prepare()) throw std::runtime_error(what + ": a path that ran alone cannot be prepared again");
+    }
+    time_interleaved(timed, reps);
+    for (TimedPath* path : timed) path->release();
+    for (size_t i = starts[g]; i < starts[g + 1]; ++i) free_buffers(*runs[i]);
   }
-  time_interleaved(timed, reps);
-  for (TimedPath* path : timed) path->release();
 
   auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
                          std::optional<uint64_t> peak_rss) {

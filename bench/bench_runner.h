@@ -8,6 +8,8 @@
 // the rounds reported.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,13 @@ struct RunConfig {
 // nullopt if moegrad's fast bf16 mode runs its hardware kernel here,
 // otherwise why not (it is then skipped, with a note).
 std::optional<std::string> fast_bf16_unavailable_reason();
+
+// How the timing splits a shape's dtypes when their buffers would not fit in
+// memory together: consecutive groups, in order, each within `budget` bytes
+// where possible (a dtype larger than the budget is a group of its own).
+// bytes[i] is what timing dtype i holds; no budget (unknown): one group.
+// Returns each group's first index.
+std::vector<size_t> timing_groups(const std::vector<uint64_t>& bytes, std::optional<uint64_t> budget);
 
 // Steps run_shape reports to Progress for one shape.
 int shape_steps(const RunConfig& config);

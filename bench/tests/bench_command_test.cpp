@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_runner.h"
 
 namespace {
 
@@ -348,6 +349,24 @@ TEST(BenchCommand, AllDtypesOfAShapeAreTimedTogether) {
   EXPECT_NE(timings[0].find("64,2,4,64,32: timing " + std::to_string(timed_rows) + " paths interleaved"),
             std::string::npos)
       << timings[0] << " (" << timed_rows << " timed rows)";
+}
+
+// Where a shape's dtypes would not fit in memory together, the timing
+// splits them into consecutive groups that do; a dtype too large for the
+// budget alone gets a group of its own; an unknown budget never splits.
+TEST(BenchTimingGroups, SplitOnlyWhereTheBudgetRequires) {
+  using moegrad::bench::timing_groups;
+  const std::vector<uint64_t> zmoe_like = {4000, 2000, 2000};  // f32, f16, bf16
+  EXPECT_EQ(timing_groups(zmoe_like, std::nullopt), (std::vector<size_t>{0}));
+  EXPECT_EQ(timing_groups(zmoe_like, 8000), (std::vector<size_t>{0}));
+  EXPECT_EQ(timing_groups(zmoe_like, 7999), (std::vector<size_t>{0, 2}));
+  EXPECT_EQ(timing_groups(zmoe_like, 5000), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(timing_groups(zmoe_like, 4000), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(timing_groups(zmoe_like, 3999), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(timing_groups(zmoe_like, 1999), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(timing_groups(zmoe_like, 0), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(timing_groups({}, 100), (std::vector<size_t>{}));
+  EXPECT_EQ(timing_groups({7}, 1), (std::vector<size_t>{0}));
 }
 
 TEST(BenchCommand, HumanTablePerShape) {

@@ -303,23 +303,6 @@ uint64_t timing_bytes(const DtypeRun& d, const ShapeSpec& shape) {
          intermediates * 4 * M * K;
 }
 
-// MemAvailable from /proc/meminfo; nullopt where it cannot be read.
-std::optional<uint64_t> available_memory_bytes() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (f == nullptr) return std::nullopt;
-  char line[256];
-  std::optional<uint64_t> bytes;
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long long kib = 0;
-    if (std::strncmp(line, "MemAvailable:", 13) == 0 && std::sscanf(line + 13, "%llu", &kib) == 1) {
-      bytes = static_cast<uint64_t>(kib) * 1024;
-      break;
-    }
-  }
-  std::fclose(f);
-  return bytes;
-}
-
 // One run of the fused operator: planned (untimed), then timed.
 double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uint64_t* ws_bytes,
                  cli::AlignedBuffer& ws) {

@@ -13,14 +13,16 @@ bool reset_high_water_mark() {
   return (std::fclose(f) == 0) && wrote;  // the write happens at fclose
 }
 
-std::optional<uint64_t> read_vm_hwm() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
+// The "Key:   N kB" line of a /proc file, in bytes.
+std::optional<uint64_t> proc_kib_field(const char* path, const char* key) {
+  std::FILE* f = std::fopen(path, "r");
   if (f == nullptr) return std::nullopt;
+  const size_t key_len = std::strlen(key);
   char line[256];
   std::optional<uint64_t> bytes;
   while (std::fgets(line, sizeof line, f) != nullptr) {
     unsigned long long kib = 0;
-    if (std::strncmp(line, "VmHWM:", 6) == 0 && std::sscanf(line + 6, "%llu", &kib) == 1) {
+    if (std::strncmp(line, key, key_len) == 0 && std::sscanf(line + key_len, "%llu", &kib) == 1) {
       bytes = static_cast<uint64_t>(kib) * 1024;
       break;
     }
@@ -35,7 +37,9 @@ PeakRss::PeakRss() : reset_ok_(reset_high_water_mark()) {}
 
 std::optional<uint64_t> PeakRss::peak() const {
   if (!reset_ok_) return std::nullopt;
-  return read_vm_hwm();
+  return proc_kib_field("/proc/self/status", "VmHWM:");
 }
+
+std::optional<uint64_t> available_memory_bytes() { return proc_kib_field("/proc/meminfo", "MemAvailable:"); }
 
 }  // namespace moegrad::bench

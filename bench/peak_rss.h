@@ -1,4 +1,6 @@
-// Peak resident memory of one stretch of the run (Linux): reset the process's
+// Memory figures from /proc (Linux) for `moegrad bench`.
+//
+// Peak resident memory of one stretch of the run: reset the process's
 // high-water mark by writing "5" to /proc/self/clear_refs (Linux >= 4.0), run,
 // then read VmHWM from /proc/self/status. The mark is of the whole process, so
 // it includes the inputs every path shares; the differences between paths are
@@ -20,5 +22,9 @@ class PeakRss {
  private:
   bool reset_ok_;
 };
+
+// MemAvailable from /proc/meminfo: what the kernel estimates can still be
+// allocated without swapping; nullopt where it cannot be read.
+std::optional<uint64_t> available_memory_bytes();
 
 }  // namespace moegrad::bench

@@ -59,9 +59,9 @@ constexpr std::chrono::milliseconds kSettle{20};
 
 // The timing of all paths of one shape (every dtype and thread count),
 // interleaved: after one warm-up each, every round runs each path once,
-// starting one path later each round, so drift in the shared host's speed (several % over
-// seconds here) lands on every path alike instead of on whichever ran last,
-// and no path always follows the same one.
+// starting one path later each round, so drift in the shared host's speed
+// (several % over seconds here) lands on every path alike instead of on
+// whichever ran last.
 void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
   std::vector<std::vector<double>> ms(paths.size());
   for (TimedPath* p : paths) p->run();

@@ -42,7 +42,7 @@ const char kBenchHelp[] =
     "                 The median of the rounds is reported with min and max. The\n"
     "                 default run times 9 paths x 7 runs of zmoe (240 GFLOP each,\n"
     "                 ~1.4 s on one core) per thread count, plus the two small\n"
-    "                 shapes: ~4 minutes on the project's 2-core AVX-512 VM (shared\n"
+    "                 shapes: ~3 minutes on the project's 2-core AVX-512 VM (shared\n"
     "                 host). Memory: each path runs alone with its own dtype's inputs;\n"
     "                 the timing holds every dtype's at once, ~9 GB for zmoe with all\n"
     "                 three dtypes (--dtype f32 alone: ~4.5 GB); where MemAvailable is\n"

@@ -90,8 +90,8 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     reports.push_back(run_shape(shape, config, loop_ptrs, *progress));
     if (fast_note) reports.back().notes.push_back(*fast_note);
   }
+  machine.fma_isa = loops.front()->isa();  // the same for every thread count
   for (const std::unique_ptr<FmaLoop>& loop : loops) {
-    machine.fma_isa = loop->isa();
     Row r;
     r.threads = loop->threads();
     r.path = "fma-peak";

@@ -229,6 +229,7 @@ struct DtypeRun {
   cli::AlignedBuffer grad_y, weight;
   // The fused exact grad_x is the reference; `out` takes every other path.
   cli::AlignedBuffer ref, out;
+  uint64_t buffer_bytes = 0;  // the four buffers above, as allocate_buffers made them
   int64_t gy_shape[2] = {}, w_shape[3] = {}, idx_shape[1] = {}, gl_shape[1] = {}, gx_shape[2] = {};
   DLTensor gy_t{}, w_t{}, idx_t{}, gl_t{}, ref_t{}, out_t{};
   moegrad_grad_x_args ref_args{}, out_args{};
@@ -256,6 +257,7 @@ void allocate_buffers(DtypeRun& d, const ShapeSpec& shape, const cli::Routing& r
   d.out = cli::AlignedBuffer(B * K * 4, "grad_x (other paths)");
   fill_nan(d.ref);
   fill_nan(d.out);
+  d.buffer_bytes = d.grad_y.size() + d.weight.size() + d.ref.size() + d.out.size();
 
   d.gy_shape[0] = shape.m();
   d.gy_shape[1] = shape.n;
@@ -290,17 +292,13 @@ void free_buffers(DtypeRun& d) {
   d.out = cli::AlignedBuffer();
 }
 
-// What timing d holds at once: its inputs and outputs, and what its
-// prepared paths allocate (d_expanded_x for moegrad's non-fused path and
+// What timing d holds at once (after its runs alone): its buffers, and what
+// its prepared paths allocate (d_expanded_x for moegrad's non-fused path and
 // one for each oneDNN path).
 uint64_t timing_bytes(const DtypeRun& d, const ShapeSpec& shape) {
-  const auto M = static_cast<uint64_t>(shape.m()), N = static_cast<uint64_t>(shape.n),
-             K = static_cast<uint64_t>(shape.k), G = static_cast<uint64_t>(shape.experts),
-             B = static_cast<uint64_t>(shape.batch);
   uint64_t intermediates = 1;
   for (const std::unique_ptr<ThreadPaths>& t : d.per_threads) intermediates += t->onednn_runs ? 1 : 0;
-  return (M * N + G * K * N) * static_cast<uint64_t>(cli::format_bytes(d.format)) + 2 * B * K * 4 +
-         intermediates * 4 * M * K;
+  return d.buffer_bytes + intermediates * 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
 }
 
 // One run of the fused operator: planned (untimed), then timed.
@@ -308,7 +306,8 @@ double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uin
                  cli::AlignedBuffer& ws) {
   moegrad::GradXExecutor ex(args, c);  // single-use: planned again each run, untimed
   *ws_bytes = ex.workspace_bytes();
-  if (ws.data() == nullptr || ws.size() < ex.workspace_bytes()) ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
+  if (ws.data() == nullptr || ws.size() < ex.workspace_bytes())
+    ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
   const Clock::time_point t0 = Clock::now();
   ex.run(ws.data(), ex.workspace_bytes(), c);
   return ms_since(t0);
@@ -318,7 +317,6 @@ double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uin
 // checks against the fused grad_x) and lists those that ran in d.timed.
 void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& config, ShapeReport* report,
                          Progress& progress) {
-  std::vector<TimedPath*>* timed = &d.timed;
   const uint64_t grad_x_floats = static_cast<uint64_t>(shape.batch) * static_cast<uint64_t>(shape.k);
   const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
   // The fused grad_x of the first thread count, for the later ones. Touched
@@ -365,7 +363,8 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     t.nonfused = {
         [dp, d_expanded_x_bytes] {
           if (!dp->d_expanded_x)
-            dp->d_expanded_x = std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+            dp->d_expanded_x =
+                std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
           return true;
         },
         [s, dp] {
@@ -418,7 +417,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
                     std::to_string(config.threads.front()) + " threads (SPEC §5)");
     }
-    timed->push_back(&t.fused);
+    d.timed.push_back(&t.fused);
 
     // fused, fast bf16 (outside SPEC §5's order: checked with the tolerance).
     t.fast_row = base;
@@ -430,7 +429,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       try {
         t.fast_runs = run_alone(t.fast, &t.fast_rss);
         t.fast_row.check = tolerance_check("fused fast-bf16");
-        timed->push_back(&t.fast);
+        d.timed.push_back(&t.fast);
       } catch (const moegrad::Error& e) {
         if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
         add_note(report, std::string("fast-bf16 skipped: ") + e.what());
@@ -449,7 +448,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
                     format_g("%.3g", nf_diff.max_abs_diff) + ")");
     }
-    timed->push_back(&t.nonfused);
+    d.timed.push_back(&t.nonfused);
 
     // non-fused with oneDNN.
     progress.step(tag + " onednn-nonfused");
@@ -462,7 +461,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     });
     if (t.onednn_runs) {
       t.dnn_row.check = tolerance_check("onednn-nonfused");
-      timed->push_back(&t.onednn);
+      d.timed.push_back(&t.onednn);
     } else {
       t.dnn_row.check = "n/a";
     }

@@ -14,7 +14,6 @@ namespace moegrad::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using LoopFn = uint64_t (*)(uint64_t, float, float, float*);
 
 // The operands come through a volatile so the compiler cannot fold the loop.
 // acc = acc*a + b converges to b / (1 - a) = 1000: no overflow, no denormals.
@@ -24,7 +23,7 @@ volatile float g_sink = 0.0f;
 
 // Runs `fn` on `threads` threads released together; returns
 // {total flops, wall seconds from the release to the last finish}.
-std::pair<double, double> run_on_threads(LoopFn fn, int threads, uint64_t iterations) {
+std::pair<double, double> run_on_threads(FmaLoopFn fn, int threads, uint64_t iterations) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<uint64_t> flops(static_cast<size_t>(threads), 0);

@@ -9,6 +9,9 @@
 
 namespace moegrad::bench {
 
+// One ISA's loop (below): `iterations` rounds, returns the flops done.
+using FmaLoopFn = uint64_t (*)(uint64_t iterations, float a, float b, float* sink);
+
 // The loop on one thread count, sized once (a warm-up run that lets the
 // clocks ramp up) to about 100 ms a run. `moegrad bench` runs it at the
 // start and then in every shape's timing rounds, interleaved with the paths,
@@ -27,10 +30,9 @@ class FmaLoop {
   std::optional<double> peak_gflops() const;
 
  private:
-  using LoopFn = uint64_t (*)(uint64_t, float, float, float*);
   int threads_;
   const char* isa_ = "none";
-  LoopFn fn_ = nullptr;
+  FmaLoopFn fn_ = nullptr;
   uint64_t iterations_ = 0;
   std::vector<double> gflops_;
 };

@@ -17,3 +17,4 @@ ctest --test-dir build --output-on-failure -j"$jobs"
 scripts/test_sanitizers.sh   # ASan+UBSan: every C++ test; TSan: the multithreaded ones
 scripts/test_fuzz.sh         # fuzz_grad_x and fuzz_npy, fixed runs and seed
 scripts/test_valgrind.sh     # a small case under valgrind memcheck
+scripts/test_cpus.sh         # the tests on emulated CPUs without AVX-512 / without AVX (qemu-user)

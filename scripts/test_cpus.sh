@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Every C++ test binary again on emulated CPUs that lack what this one may
+# have (qemu-user, Debian's qemu-user package): "Haswell" has AVX2, FMA and
+# F16C but no AVX-512, so the library must choose its avx2 path; "Nehalem"
+# has no AVX at all, so only the scalar path runs. CI and users land on such
+# CPUs: this catches an AVX-512 instruction outside the kernels compiled for
+# it (SIGILL), a dispatch that picks a path the CPU lacks, and a test that
+# assumes the development machine's CPU instead of skipping what it lacks.
+# The Python tests run on the Haswell model too.
+#
+# Uses the Release build in build/ (scripts/test.sh builds it first). The
+# large-token accuracy tests (Seed/LargeTokens: 221184 rows on the default
+# path, the same dispatch as every other test) are left out: emulated, each
+# takes 0.5-6 minutes.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/deps.sh
+ensure_packages qemu-user
+[ -x build/bin/api_test ] || { echo "test_cpus.sh: run scripts/test.sh first (no build/bin/api_test)" >&2; exit 1; }
+
+# QEMU's CPU models, less the features its emulator (TCG) lacks, which it
+# would otherwise warn about on stderr at every thread start (and some
+# tests check stderr).
+cpus=("Haswell-v4,-pcid,-x2apic,-tsc-deadline,-invpcid,-spec-ctrl:avx2" "Nehalem:scalar")
+tests=(build/bin/*_test)
+failed=0
+for entry in "${cpus[@]}"; do
+  cpu=${entry%%:*} want=${entry##*:} name=${entry%%[-,:]*}
+  export QEMU_CPU=$cpu
+  ok=1
+  got=$(qemu-x86_64 build/bin/moegrad run --batch 8 --top-k 2 --experts 2 --k 16 --n 8 --json |
+        sed -n 's/.*"isa": *"\([a-z0-9]*\)".*/\1/p') || got="(moegrad run failed)"
+  if [ "$got" != "$want" ]; then
+    echo "test_cpus.sh: on the emulated $name CPU the library chose '$got', not $want" >&2
+    ok=0
+  fi
+  for t in "${tests[@]}"; do
+    log="build/cpu_${want}_${t##*/}.log"
+    if ! qemu-x86_64 "$t" --gtest_brief=1 --gtest_filter='-Seed/LargeTokens.*' >"$log" 2>&1; then
+      echo "test_cpus.sh: $t failed on the emulated $name CPU:" >&2
+      grep -a -B3 -A12 -E "Failure|FAILED|Illegal|signal" "$log" | head -n 80 >&2 || tail -n 20 "$log" >&2
+      ok=0
+    fi
+  done
+  if [ "$ok" -eq 1 ]; then
+    echo "test_cpus.sh: every test binary passed on the emulated $name CPU ($want path)"
+  else
+    failed=1
+  fi
+done
+
+QEMU_CPU=${cpus[0]%%:*} PYTHONPATH=build/python \
+  qemu-x86_64 /usr/bin/python3 -m pytest -q -p no:cacheprovider python/tests >build/cpu_avx2_python.log 2>&1 ||
+  { echo "test_cpus.sh: the Python tests failed on the emulated Haswell CPU:" >&2
+    tail -n 40 build/cpu_avx2_python.log >&2
+    failed=1; }
+exit "$failed"

@@ -19,9 +19,8 @@ bad=$(nm -C --defined-only "$@" | awk -v ns="moegrad::kernels::$ns::" '
     type = $2
     name = $0
     sub(/^[^ ]* [^ ]* /, "", name)
-    if (name == "DW.ref.__gxx_personality_v0") next   # the C++ runtime personality, data
     if (name ~ /^__(odr_asan|asan|tsan|ubsan|sancov)/) next   # sanitizer instrumentation (ASan/TSan builds)
-    if (type ~ /^[Vvu]$/) next                        # weak or unique data: no instructions
+    if (type ~ /^[Vvu]$/) next                        # weak or unique data (typeinfo, DW.ref): no code
     if (type ~ /^[Ww]$/) { print "weak: " name; next }
     if (type ~ /^[TDBRG]$/ && index(name, ns) != 1) print "global outside " ns ": " name
   }')

@@ -64,7 +64,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   machine.isa = moegrad_isa_name(moegrad::Context().isa());
   machine.onednn = OnednnNonfused::version();
 
-  RunConfig config{options.dtypes, options.threads, options.reps, false};
+  RunConfig config{options.dtypes, options.threads, options.reps, false, options.max_memory_bytes};
   std::optional<std::string> fast_note;
   if (std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
     fast_note = fast_bf16_unavailable_reason();

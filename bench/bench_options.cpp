@@ -10,7 +10,7 @@ namespace moegrad::bench {
 
 const char kBenchHelp[] =
     "Usage: moegrad bench [--shape NAME|batch,top_k,G,K,N]... [--dtype f32|f16|bf16]...\n"
-    "                     [--threads N] [--reps R] [--json]\n"
+    "                     [--threads N] [--reps R] [--max-memory GIB] [--json]\n"
     "\n"
     "Measures, side by side in one run, for each shape, dtype and thread count:\n"
     "  fused            moegrad_grad_x (exact mode; time of the run phase only)\n"
@@ -47,6 +47,9 @@ const char kBenchHelp[] =
     "                 the timing holds every dtype's at once, ~9 GB for zmoe with all\n"
     "                 three dtypes (--dtype f32 alone: ~4.5 GB); where MemAvailable is\n"
     "                 short of that, it times the dtypes in groups that fit, with a note\n"
+    "  --max-memory G at most G GiB (a decimal number) for what the timing holds: the\n"
+    "                 dtypes are then timed in groups that fit, as above (default and\n"
+    "                 upper limit: 90% of MemAvailable)\n"
     "  --json         one JSON array of objects instead of the tables:\n"
     "                 {\"shape\", \"batch\", \"top_k\", \"experts\", \"k\", \"n\", \"dtype\",\n"
     "                  \"mode\": \"exact\"|\"fast-bf16\", \"threads\",\n"
@@ -73,6 +76,7 @@ namespace {
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4
 constexpr int kMaxThreads = 4096;                                 // the context's limit
 constexpr int kMaxReps = 1000;
+constexpr double kMaxMemoryGib = 1 << 20;  // 1 PiB: beyond any machine, short of overflowing uint64_t
 
 const ShapeSpec kBuiltinShapes[] = {
     {"zmoe", 2048, 4, 60, 7168, 2048},
@@ -90,6 +94,15 @@ std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi) 
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi) return std::nullopt;
   return v;
+}
+
+// A decimal number of GiB in (0, kMaxMemoryGib], as bytes (at least 1).
+std::optional<uint64_t> parse_gib(std::string_view text) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v, std::chars_format::fixed);
+  if (text.empty() || ec != std::errc() || ptr != end || !(v > 0) || v > kMaxMemoryGib) return std::nullopt;
+  return std::max<uint64_t>(1, static_cast<uint64_t>(v * static_cast<double>(uint64_t{1} << 30)));
 }
 
 std::vector<std::string_view> split_commas(std::string_view text) {
@@ -178,7 +191,7 @@ Options parse_options(std::span<char* const> args) {
       return o;
     }
   }
-  bool have_threads = false, have_reps = false;
+  bool have_threads = false, have_reps = false, have_max_memory = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg(args[i]);
     if (arg.size() < 3 || arg.substr(0, 2) != "--") usage("unexpected argument '" + std::string(arg) + "'");
@@ -193,7 +206,8 @@ Options parse_options(std::span<char* const> args) {
       o.json = true;
       continue;
     }
-    if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps") {
+    if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps" &&
+        name != "--max-memory") {
       usage("unknown flag '" + std::string(name) + "'");
     }
     std::string_view value;
@@ -221,6 +235,14 @@ Options parse_options(std::span<char* const> args) {
       const auto v = parse_int(value, 1, kMaxReps);
       if (!v) usage("--reps '" + std::string(value) + "' is not an integer in [1, " + std::to_string(kMaxReps) + "]");
       o.reps = static_cast<int>(*v);
+    } else if (name == "--max-memory") {
+      if (have_max_memory) usage("--max-memory given twice");
+      have_max_memory = true;
+      o.max_memory_bytes = parse_gib(value);
+      if (!o.max_memory_bytes) {
+        usage("--max-memory '" + std::string(value) + "' is not a number of GiB in (0, " +
+              std::to_string(static_cast<int64_t>(kMaxMemoryGib)) + "]");
+      }
     } else if (name == "--shape") {
       add_shapes(value, &o.shapes);
     } else {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,7 @@ struct Options {
   std::vector<cli::FloatFormat> dtypes;      // default: f32, f16, bf16
   std::vector<int> threads;                  // default: 1 and the online CPUs (deduplicated)
   int reps = 5;                              // timed repetitions after one warm-up
+  std::optional<uint64_t> max_memory_bytes;  // --max-memory: cap on what the timing holds
 };
 
 class UsageError : public std::runtime_error {

@@ -510,7 +510,9 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     total_bytes += bytes.back();
   }
   const std::optional<uint64_t> available = available_memory_bytes();
-  const std::optional<uint64_t> budget = available ? std::optional<uint64_t>(*available / 10 * 9) : std::nullopt;
+  std::optional<uint64_t> budget = available ? std::optional<uint64_t>(*available / 10 * 9) : std::nullopt;
+  const bool capped = config.max_memory_bytes && (!budget || *config.max_memory_bytes < *budget);
+  if (capped) budget = config.max_memory_bytes;
   std::vector<size_t> starts = timing_groups(bytes, budget);
   if (starts.size() > 1) {
     std::string groups;
@@ -519,10 +521,12 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
       groups += g ? " | " : "";
       for (size_t i = starts[g]; i < end; ++i) groups += (i > starts[g] ? ", " : "") + runs[i]->dtype;
     }
+    const std::string limit =
+        capped ? format_g("%.3g", static_cast<double>(*budget) / (1u << 30)) + " GiB are allowed (--max-memory)"
+               : format_g("%.1f", static_cast<double>(*available) / (1u << 30)) + " GiB are available";
     add_note(&report, "dtypes timed in separate rounds (" + groups + "): together they would hold about " +
-                          format_g("%.1f", static_cast<double>(total_bytes) / (1u << 30)) + " GiB, and " +
-                          format_g("%.1f", static_cast<double>(*available) / (1u << 30)) +
-                          " GiB are available; ratios across groups compare different minutes");
+                          format_g("%.3g", static_cast<double>(total_bytes) / (1u << 30)) + " GiB, and " + limit +
+                          "; ratios across groups compare different minutes");
   }
   starts.push_back(runs.size());
   for (size_t g = 0; g + 1 < starts.size(); ++g) {

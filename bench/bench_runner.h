@@ -43,6 +43,7 @@ struct RunConfig {
   std::vector<int> threads;
   int reps = 5;
   bool fast_bf16 = false;  // the CPU runs moegrad's AVX512_BF16 fast mode
+  std::optional<uint64_t> max_memory_bytes;  // --max-memory; the timing's budget is at most this
 };
 
 // nullopt if moegrad's fast bf16 mode runs its hardware kernel here,

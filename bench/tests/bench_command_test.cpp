@@ -351,6 +351,42 @@ TEST(BenchCommand, AllDtypesOfAShapeAreTimedTogether) {
       << timings[0] << " (" << timed_rows << " timed rows)";
 }
 
+// --max-memory caps what the timing holds: below what the dtypes need
+// together (here below either one's alone, ~0.1 MiB each) each is timed in
+// its own rounds, with a note naming the groups and the cap; a cap above
+// what they need changes nothing. Every path is still timed.
+TEST(BenchCommand, MaxMemoryTimesTheDtypesInGroupsThatFit) {
+  for (const char* cap : {"0.00001", "1000"}) {
+    SCOPED_TRACE(cap);
+    const bool split = std::string(cap) == "0.00001";
+    const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32,bf16", "--threads", "1", "--reps", "1",
+                                  "--max-memory", cap, "--json"});
+    ASSERT_EQ(c.status, 0) << c.err;
+    int timed_rows = 0;
+    for (const JsonObject* r : parse_rows(c.out)) {
+      if (r->at("path").string() == "fma-peak" || r->at("ms").is_null()) continue;
+      EXPECT_TRUE(r->at("ms_min").is_number()) << r->at("dtype").string() << " " << r->at("path").string();
+      ++timed_rows;
+    }
+    EXPECT_GE(timed_rows, 5);  // f32: three paths; bf16: at least fused and nonfused
+    std::vector<std::string> timings;
+    std::istringstream lines(c.err);
+    for (std::string l; std::getline(lines, l);)
+      if (l.find(": timing ") != std::string::npos) timings.push_back(l);
+    const size_t note = c.err.find("dtypes timed in separate rounds (f32 | bf16)");
+    if (split) {
+      ASSERT_EQ(timings.size(), 2u) << c.err;
+      EXPECT_NE(timings[0].find("64,2,4,64,32 f32: timing 3 paths"), std::string::npos) << timings[0];
+      EXPECT_NE(timings[1].find("64,2,4,64,32 bf16: timing "), std::string::npos) << timings[1];
+      ASSERT_NE(note, std::string::npos) << c.err;
+      EXPECT_NE(c.err.find("allowed (--max-memory)", note), std::string::npos) << c.err;
+    } else {
+      EXPECT_EQ(timings.size(), 1u) << c.err;
+      EXPECT_EQ(note, std::string::npos) << c.err;
+    }
+  }
+}
+
 // Where a shape's dtypes would not fit in memory together, the timing
 // splits them into consecutive groups that do; a dtype too large for the
 // budget alone gets a group of its own; an unknown budget never splits.
@@ -437,6 +473,12 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
       {"--shape", "2000000000,2,4,64,32"},  // M overflows int32
       {"--dtype", "f64"},
       {"--dtype="},
+      {"--max-memory", "0"},
+      {"--max-memory", "-1"},
+      {"--max-memory", "1e3"},
+      {"--max-memory", "2GB"},
+      {"--max-memory", "2000000"},  // above 1 PiB
+      {"--max-memory", "1", "--max-memory", "2"},
   };
   for (const auto& args : cases) {
     const Captured c = run_bench(args);

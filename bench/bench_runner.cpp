@@ -292,13 +292,18 @@ void free_buffers(DtypeRun& d) {
   d.out = cli::AlignedBuffer();
 }
 
+// The non-fused paths' intermediate, f32 [M, K].
+uint64_t d_expanded_x_bytes(const ShapeSpec& shape) {
+  return 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
+}
+
 // What timing d holds at once (after its runs alone): its buffers, and what
 // its prepared paths allocate (d_expanded_x for moegrad's non-fused path and
 // one for each oneDNN path).
 uint64_t timing_bytes(const DtypeRun& d, const ShapeSpec& shape) {
   uint64_t intermediates = 1;
   for (const std::unique_ptr<ThreadPaths>& t : d.per_threads) intermediates += t->onednn_runs ? 1 : 0;
-  return d.buffer_bytes + intermediates * 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
+  return d.buffer_bytes + intermediates * d_expanded_x_bytes(shape);
 }
 
 // One run of the fused operator: planned (untimed), then timed.
@@ -318,7 +323,7 @@ double fused_run(const moegrad_grad_x_args& args, const moegrad::Context& c, uin
 void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& config, ShapeReport* report,
                          Progress& progress) {
   const uint64_t grad_x_floats = static_cast<uint64_t>(shape.batch) * static_cast<uint64_t>(shape.k);
-  const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
+  const uint64_t intermediate_bytes = d_expanded_x_bytes(shape);
   // The fused grad_x of the first thread count, for the later ones. Touched
   // now, so no path's peak RSS counts it differently.
   const bool cross_threads = config.threads.size() > 1;
@@ -361,10 +366,10 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     t.fused = {always, [s, dp] { return fused_run(dp->ref_args, s->ctx, &s->fused_ws, dp->ws); }, free_ws, {}};
     t.fast = {always, [s, dp] { return fused_run(dp->out_args, s->fast_ctx, &s->fast_ws, dp->ws); }, free_ws, {}};
     t.nonfused = {
-        [dp, d_expanded_x_bytes] {
+        [dp, intermediate_bytes] {
           if (!dp->d_expanded_x)
             dp->d_expanded_x =
-                std::make_unique<cli::AlignedBuffer>(d_expanded_x_bytes, "d_expanded_x (non-fused path)");
+                std::make_unique<cli::AlignedBuffer>(intermediate_bytes, "d_expanded_x (non-fused path)");
           return true;
         },
         [s, dp] {
@@ -476,7 +481,6 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
   ShapeReport report{shape, {}, {}, reps};
   const double flops = 2.0 * static_cast<double>(shape.m()) * static_cast<double>(shape.n) *
                        static_cast<double>(shape.k);
-  const uint64_t d_expanded_x_bytes = 4 * static_cast<uint64_t>(shape.m()) * static_cast<uint64_t>(shape.k);
 
   progress.status(shape.name + ": routing");
   const cli::Routing routing = cli::make_routing(shape.batch, shape.top_k, shape.experts, kSeed);
@@ -582,7 +586,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
         fill_timing(&t.fast_row, t.fast, t.fast_ws, t.fast_rss);
         report.rows.push_back(t.fast_row);
       }
-      fill_timing(&t.nf_row, t.nonfused, d_expanded_x_bytes + t.fused_ws, t.nonfused_rss);
+      fill_timing(&t.nf_row, t.nonfused, d_expanded_x_bytes(shape) + t.fused_ws, t.nonfused_rss);
       report.rows.push_back(t.nf_row);
       if (t.onednn_runs) {
         fill_timing(&t.dnn_row, t.onednn, t.onednn_ws, t.onednn_rss);

@@ -34,6 +34,7 @@ ensure_packages() {
 MOEGRAD_BUILD_PACKAGES=(g++ cmake make libdlpack-dev)
 # What the tests need on top: GoogleTest; Google Benchmark (kernel_bench);
 # oneDNN (the bench baseline, built into `moegrad bench`); pybind11, numpy,
-# PyTorch and pytest for the Python package (Debian's /usr/bin/python3).
+# PyTorch and pytest for the Python package (Debian's /usr/bin/python3);
+# pkg-config for the install test's consumer.
 MOEGRAD_TEST_PACKAGES=(googletest libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
-                       python3-dev pybind11-dev python3-numpy python3-torch python3-pytest)
+                       python3-dev pybind11-dev python3-numpy python3-torch python3-pytest pkgconf)

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# What `cmake --install` gives a user, used the ways a user would use it:
+#
+#  1. every component into a temporary prefix; the files listed below are
+#     there, and the Runtime component alone brings no headers;
+#  2. libmoegrad.so exports exactly the functions the installed headers
+#     declare (MOEGRAD_API), no other symbol;
+#  3. the prefix is moved, and the old path deleted, so nothing may point
+#     back to it: the CMake package (find_package(moegrad 0.1)) and the
+#     pkg-config file still build tests/install/consumer/ (C99 and C++17,
+#     -Werror), and both programs pass (float64 checks, error statuses);
+#  4. the installed command prints its version, and the installed Python
+#     package imports from the prefix and matches a float64 grad_x.
+#
+# usage: install_test.sh BUILD_DIR SOURCE_DIR C_COMPILER [PYTHON PYTHON_DIR]
+# (PYTHON: the interpreter the package was built for, PYTHON_DIR where it is
+# installed under the prefix; without them, as in a build without the
+# Python package, step 4 checks the command only)
+set -euo pipefail
+
+build=$1 source=$2 cc=$3 python=${4:-} pydir=${5:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "install_test: $*" >&2
+  exit 1
+}
+
+# 1. Install, and look at what arrived.
+cmake --install "$build" --prefix "$tmp/first" >"$tmp/install.log" || {
+  cat "$tmp/install.log" >&2
+  fail "cmake --install failed"
+}
+libdir=$(sed -n 's/^libdir=\${prefix}\///p' "$(find "$tmp/first" -name moegrad.pc)")
+[ -n "$libdir" ] || fail "no moegrad.pc, or its libdir is not under the prefix"
+version=$(sed -n 's/^Version: //p' "$tmp/first/$libdir/pkgconfig/moegrad.pc")
+soname_version=$(echo "$version" | awk -F. '$1 == 0 { print $1 "." $2; next } { print $1 }')
+expected=(
+  bin/moegrad
+  include/moegrad/moegrad.h include/moegrad/moegrad.hpp include/moegrad/moegrad_layer.h
+  "$libdir/libmoegrad.so" "$libdir/libmoegrad.so.$soname_version" "$libdir/libmoegrad.so.$version"
+  "$libdir/cmake/moegrad/moegradConfig.cmake" "$libdir/cmake/moegrad/moegradConfigVersion.cmake"
+  "$libdir/cmake/moegrad/moegradTargets.cmake" "$libdir/pkgconfig/moegrad.pc"
+)
+if [ -n "$python" ]; then
+  expected+=("$pydir/moegrad/__init__.py" "$pydir/moegrad/torch.py")
+fi
+for f in "${expected[@]}"; do
+  [ -e "$tmp/first/$f" ] || fail "cmake --install did not install $f"
+done
+soname=$(objdump -p "$tmp/first/$libdir/libmoegrad.so.$version" | awk '$1 == "SONAME" { print $2 }')
+[ "$soname" = "libmoegrad.so.$soname_version" ] || fail "soname $soname, expected libmoegrad.so.$soname_version"
+
+cmake --install "$build" --prefix "$tmp/runtime" --component Runtime >/dev/null
+[ -e "$tmp/runtime/bin/moegrad" ] && [ -e "$tmp/runtime/$libdir/libmoegrad.so.$version" ] ||
+  fail "the Runtime component lacks the command or the library"
+if [ -e "$tmp/runtime/include" ] || [ -e "$tmp/runtime/$libdir/libmoegrad.so" ]; then
+  fail "the Runtime component installed development files"
+fi
+
+# 2. Exported functions == the functions the headers declare.
+nm -D --defined-only "$tmp/first/$libdir/libmoegrad.so.$version" | awk '{ print $3 }' | sort >"$tmp/exported"
+grep -hv '^[[:space:]]*#' "$tmp/first/include/moegrad/"*.h | tr '\n' ' ' | grep -o 'MOEGRAD_API[^(;]*(' |
+  sed -E 's/.*[ *](moegrad_[a-z0-9_]+)\($/\1/' | sort -u >"$tmp/declared"
+[ -s "$tmp/declared" ] || fail "found no MOEGRAD_API declaration in the installed headers"
+if ! diff "$tmp/declared" "$tmp/exported" >"$tmp/abi.diff"; then
+  cat "$tmp/abi.diff" >&2
+  fail "libmoegrad.so's symbols differ from the headers' functions (< declared only, > exported only)"
+fi
+
+# 3. Move the prefix, delete the old one, then build and run the consumers.
+mv "$tmp/first" "$tmp/moved"
+prefix=$tmp/moved
+cmake -S "$source/tests/install/consumer" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release >"$tmp/consumer.log" 2>&1 || {
+  cat "$tmp/consumer.log" >&2
+  fail "find_package(moegrad 0.1) failed"
+}
+cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 || {
+  cat "$tmp/consumer.log" >&2
+  fail "the consumer did not build against the CMake package"
+}
+for exe in consumer_c consumer_cpp; do
+  # The library must be the installed one, not another on the system.
+  ldd "$tmp/consumer/$exe" >"$tmp/ldd"
+  grep -q "$prefix/$libdir/libmoegrad.so.$soname_version" "$tmp/ldd" || {
+    cat "$tmp/ldd" >&2
+    fail "$exe does not load $prefix/$libdir/libmoegrad.so.$soname_version"
+  }
+  "$tmp/consumer/$exe"
+done
+
+export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+[ "$(pkg-config --modversion moegrad)" = "$version" ] || fail "pkg-config --modversion moegrad"
+# shellcheck disable=SC2046  # the flags are words
+"$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror -DEXPECTED_VERSION="\"$version\"" \
+  "$source/tests/install/consumer/consumer.c" $(pkg-config --cflags --libs moegrad) -lm -o "$tmp/consumer_pc"
+LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer_pc"
+
+# 4. The command and the Python package.
+[ "$("$prefix/bin/moegrad" --version)" = "moegrad $version" ] || fail "bin/moegrad --version"
+if [ -n "$python" ]; then
+  PYTHONPATH=$prefix/$pydir "$python" - "$prefix" <<'EOF'
+import sys
+
+import numpy as np
+
+import moegrad
+
+prefix = sys.argv[1]
+assert moegrad.__file__.startswith(prefix), f"imported {moegrad.__file__}, not the installed package"
+rng = np.random.default_rng(3)
+batch, top_k, experts, k, n = 5, 2, 3, 7, 6
+grad_y = rng.standard_normal((batch * top_k, n)).astype(np.float32)
+weight = rng.standard_normal((experts, k, n)).astype(np.float32)
+row_idx = np.arange(batch * top_k, dtype=np.int64)[::-1].copy()  # expanded row i holds slot 9 - i
+counts = np.array([4, 0, 6], dtype=np.int64)
+got = moegrad.grad_x(grad_y, weight, row_idx, counts, batch, top_k)
+expert = np.repeat(np.arange(experts), counts)
+ref = np.zeros((batch, k))
+terms = np.zeros((batch, k))
+for i in range(batch * top_k):
+    t = weight[expert[i]].astype(np.float64) * grad_y[i].astype(np.float64)
+    ref[row_idx[i] // top_k] += t.sum(axis=1)
+    terms[row_idx[i] // top_k] += np.abs(t).sum(axis=1)
+assert np.all(np.abs(got - ref) <= (n + top_k) * 2.0**-24 * terms), "grad_x is outside the bound"
+print(f"python: moegrad from {prefix} OK")
+EOF
+fi
+echo "install_test: OK (moegrad $version, prefix moved before use)"

@@ -11,7 +11,6 @@
 # moegrad_static also holds internal symbols for the tests and the CLI.
 # tests/install/install_test.sh installs into a temporary prefix and builds
 # and runs a consumer through each route.
-include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(MOEGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/moegrad CACHE STRING

@@ -35,6 +35,8 @@ MOEGRAD_BUILD_PACKAGES=(g++ cmake make libdlpack-dev)
 # What the tests need on top: GoogleTest; Google Benchmark (kernel_bench);
 # oneDNN (the bench baseline, built into `moegrad bench`); pybind11, numpy,
 # PyTorch and pytest for the Python package (Debian's /usr/bin/python3);
-# pkg-config for the install test's consumer.
+# pkg-config, pip, setuptools and wheel for the install tests (the
+# installed packages' consumers, `pip install .`).
 MOEGRAD_TEST_PACKAGES=(googletest libgtest-dev libgmock-dev libbenchmark-dev libdnnl-dev
-                       python3-dev pybind11-dev python3-numpy python3-torch python3-pytest pkgconf)
+                       python3-dev pybind11-dev python3-numpy python3-torch python3-pytest pkgconf
+                       python3-pip python3-setuptools python3-wheel)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# `pip install .` (pyproject.toml, setup.py) into a fresh virtual environment
+# that sees Debian's numpy, torch and pytest (--system-site-packages), offline
+# and without build isolation, as README "Install and link" shows. Then:
+# the package imports from the environment, its metadata version is the C
+# header's, the Python test suite passes against it, and pip uninstalls
+# every file it installed.
+#
+# usage: pip_test.sh SOURCE_DIR PYTHON [BUILD_DIR]
+# With BUILD_DIR, setup.py builds the extension there (MOEGRAD_CMAKE_BUILD_DIR:
+# the library is not compiled a second time); without it, setup.py configures
+# and builds the project from scratch, which is what users run.
+set -euo pipefail
+
+source=$1 python=$2 build=${3:-}
+# Only the virtual environment may provide the package.
+unset PYTHONPATH
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() {
+  echo "pip_test: $*" >&2
+  exit 1
+}
+
+"$python" -m venv --without-pip --system-site-packages "$tmp/venv"
+venv_python=$tmp/venv/bin/python
+if [ -n "$build" ]; then
+  export MOEGRAD_CMAKE_BUILD_DIR=$build
+fi
+# setup.py's build-python/ must not carry a module from an earlier build.
+rm -rf "$source/build-python"
+(cd "$tmp" && "$venv_python" -m pip install --no-build-isolation --no-deps --no-index "$source") \
+  >"$tmp/pip.log" 2>&1 || {
+  cat "$tmp/pip.log" >&2
+  fail "pip install failed"
+}
+
+version=$(sed -n 's/^#define MOEGRAD_VERSION_STRING "\(.*\)"$/\1/p' "$source/include/moegrad/moegrad.h")
+(cd "$tmp" && "$venv_python" - "$tmp/venv" "$version") <<'EOF'
+import importlib.metadata
+import sys
+
+import moegrad
+
+venv, version = sys.argv[1], sys.argv[2]
+assert moegrad.__file__.startswith(venv), f"imported {moegrad.__file__}, not the pip-installed package"
+assert moegrad.__version__ == version, f"module {moegrad.__version__}, header {version}"
+assert importlib.metadata.version("moegrad") == version, f"metadata {importlib.metadata.version('moegrad')}"
+EOF
+
+(cd "$tmp" && "$venv_python" -m pytest -q -p no:cacheprovider "$source/python/tests") >"$tmp/pytest.log" 2>&1 || {
+  cat "$tmp/pytest.log" >&2
+  fail "the Python tests failed against the pip-installed package"
+}
+tail -1 "$tmp/pytest.log" | grep -Eq '^[0-9]+ passed' || fail "pytest ran no test: $(tail -1 "$tmp/pytest.log")"
+
+"$venv_python" -m pip uninstall -y moegrad >/dev/null
+if find "$tmp/venv/lib" -path '*site-packages/moegrad*' | grep -q .; then
+  fail "pip uninstall left files behind"
+fi
+echo "pip_test: OK (moegrad $version, $(tail -1 "$tmp/pytest.log"))"

@@ -6,9 +6,10 @@
 #  2. libmoegrad.so exports exactly the functions the installed headers
 #     declare (MOEGRAD_API), no other symbol;
 #  3. the prefix is moved, and the old path deleted, so nothing may point
-#     back to it: the CMake package (find_package(moegrad 0.1)) and the
-#     pkg-config file still build tests/install/consumer/ (C99 and C++17,
-#     -Werror), and both programs pass (float64 checks, error statuses);
+#     back to it: the CMake package (find_package(moegrad 0.1); 0.2 is
+#     refused) and the pkg-config file still build tests/install/consumer/
+#     (C99 and C++17, -Werror), and both programs pass (float64 checks,
+#     error statuses);
 #  4. the installed command prints its version, and the installed Python
 #     package imports from the prefix and matches a float64 grad_x.
 #
@@ -80,6 +81,14 @@ cmake --build "$tmp/consumer" >>"$tmp/consumer.log" 2>&1 || {
   cat "$tmp/consumer.log" >&2
   fail "the consumer did not build against the CMake package"
 }
+# Before 1.0 only the same major.minor is compatible (SameMinorVersion).
+next_minor=$(echo "$version" | awk -F. '{ print $1 "." $2 + 1 }')
+if cmake -S "$source/tests/install/consumer" -B "$tmp/consumer_next" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DMOEGRAD_REQUEST="$next_minor" >"$tmp/consumer_next.log" 2>&1; then
+  fail "find_package(moegrad $next_minor) accepted moegrad $version"
+fi
+grep -q "moegradConfig.cmake, version: $version" "$tmp/consumer_next.log" ||
+  fail "find_package(moegrad $next_minor) failed for another reason: $(cat "$tmp/consumer_next.log")"
 for exe in consumer_c consumer_cpp; do
   # The library must be the installed one, not another on the system.
   ldd "$tmp/consumer/$exe" >"$tmp/ldd"

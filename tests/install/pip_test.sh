@@ -26,6 +26,8 @@ fail() {
 venv_python=$tmp/venv/bin/python
 if [ -n "$build" ]; then
   export MOEGRAD_CMAKE_BUILD_DIR=$build
+else
+  unset MOEGRAD_CMAKE_BUILD_DIR  # from scratch, even if the caller's shell sets it
 fi
 # setup.py's build-python/ must not carry a module from an earlier build.
 rm -rf "$source/build-python"

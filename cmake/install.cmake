@@ -34,12 +34,12 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/moegradConfigVersio
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/moegradConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/moegradConfigVersion.cmake
         DESTINATION ${MOEGRAD_INSTALL_CMAKEDIR} COMPONENT Development)
 
-# pkg-config: the DLPack header directory goes into Cflags unless it is the
-# compiler's own (DLPack ships no .pc file to name in Requires).
+# pkg-config: the DLPack header directory goes into Cflags unless the C
+# compiler searches it anyway (DLPack ships no .pc file to name in Requires).
 get_target_property(MOEGRAD_PC_DLPACK_INCLUDES dlpack::dlpack INTERFACE_INCLUDE_DIRECTORIES)
 set(MOEGRAD_PC_CFLAGS "-I\${includedir}")
 foreach(dir ${MOEGRAD_PC_DLPACK_INCLUDES})
-  if(NOT dir IN_LIST CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES AND NOT dir STREQUAL "/usr/include")
+  if(NOT dir IN_LIST CMAKE_C_IMPLICIT_INCLUDE_DIRECTORIES)
     string(APPEND MOEGRAD_PC_CFLAGS " -I${dir}")
   endif()
 endforeach()

@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "consumer_data.h"
+
 enum { kBatch = 3, kTopK = 2, kExperts = 3, kK = 5, kN = 4, kM = kBatch * kTopK };
 
 static const int64_t kExpertIdx[kBatch][kTopK] = {{2, 0}, {0, 2}, {2, 0}};
@@ -40,38 +42,17 @@ static int failures = 0;
     }                                                      \
   } while (0)
 
-static DLTensor tensor(void* data, DLDataTypeCode code, int bits, int ndim, int64_t* shape) {
-  DLTensor t;
-  memset(&t, 0, sizeof t);
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = ndim;
-  t.dtype.code = (uint8_t)code;
-  t.dtype.bits = (uint8_t)bits;
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
-
-/* Fixed-seed values in [-1, 1), exactly representable in f32. */
-static void fill(float* v, size_t n, uint32_t seed) {
-  for (size_t i = 0; i < n; ++i) {
-    seed = seed * 1664525u + 1013904223u;
-    v[i] = (float)((int32_t)(seed >> 8) - (1 << 23)) / (float)(1 << 23);
-  }
-}
-
 static void check_routing(moegrad_context* ctx) {
   float x[kBatch * kK], expanded_x[kM * kK];
   int64_t row_idx[kM], counts[kExperts], num_rows = -1;
   int64_t x_shape[2] = {kBatch, kK}, e_shape[2] = {kBatch, kTopK}, ex_shape[2] = {kM, kK};
   int64_t idx_shape[1] = {kM}, gl_shape[1] = {kExperts};
-  fill(x, kBatch * kK, 7u);
-  DLTensor x_t = tensor(x, kDLFloat, 32, 2, x_shape);
-  DLTensor e_t = tensor((void*)kExpertIdx, kDLInt, 64, 2, e_shape);
-  DLTensor ex_t = tensor(expanded_x, kDLFloat, 32, 2, ex_shape);
-  DLTensor idx_t = tensor(row_idx, kDLInt, 64, 1, idx_shape);
-  DLTensor gl_t = tensor(counts, kDLInt, 64, 1, gl_shape);
+  consumer_fill(x, kBatch * kK, 7u);
+  DLTensor x_t = consumer_tensor(x, kDLFloat, 32, 2, x_shape);
+  DLTensor e_t = consumer_tensor((void*)kExpertIdx, kDLInt, 64, 2, e_shape);
+  DLTensor ex_t = consumer_tensor(expanded_x, kDLFloat, 32, 2, ex_shape);
+  DLTensor idx_t = consumer_tensor(row_idx, kDLInt, 64, 1, idx_shape);
+  DLTensor gl_t = consumer_tensor(counts, kDLInt, 64, 1, gl_shape);
   moegrad_moe_init_routing_args a = {&x_t, &e_t, &ex_t, &idx_t, &gl_t, MOEGRAD_NO_LIMIT, MOEGRAD_NO_LIMIT,
                                      MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, &num_rows};
   moegrad_status st = moegrad_moe_init_routing_run(&a, ctx);
@@ -95,14 +76,14 @@ static void check_grad_x(moegrad_context* ctx) {
   float grad_y[kM * kN], weight[kExperts * kK * kN], grad_x[kBatch * kK];
   int64_t gy_shape[2] = {kM, kN}, w_shape[3] = {kExperts, kK, kN}, gx_shape[2] = {kBatch, kK};
   int64_t idx_shape[1] = {kM}, gl_shape[1] = {kExperts};
-  fill(grad_y, kM * kN, 11u);
-  fill(weight, kExperts * kK * kN, 13u);
+  consumer_fill(grad_y, kM * kN, 11u);
+  consumer_fill(weight, kExperts * kK * kN, 13u);
   for (int i = 0; i < kBatch * kK; ++i) grad_x[i] = NAN;
-  DLTensor gy_t = tensor(grad_y, kDLFloat, 32, 2, gy_shape);
-  DLTensor w_t = tensor(weight, kDLFloat, 32, 3, w_shape);
-  DLTensor idx_t = tensor((void*)kRowIdx, kDLInt, 64, 1, idx_shape);
-  DLTensor gl_t = tensor((void*)kCounts, kDLInt, 64, 1, gl_shape);
-  DLTensor gx_t = tensor(grad_x, kDLFloat, 32, 2, gx_shape);
+  DLTensor gy_t = consumer_tensor(grad_y, kDLFloat, 32, 2, gy_shape);
+  DLTensor w_t = consumer_tensor(weight, kDLFloat, 32, 3, w_shape);
+  DLTensor idx_t = consumer_tensor((void*)kRowIdx, kDLInt, 64, 1, idx_shape);
+  DLTensor gl_t = consumer_tensor((void*)kCounts, kDLInt, 64, 1, gl_shape);
+  DLTensor gx_t = consumer_tensor(grad_x, kDLFloat, 32, 2, gx_shape);
   moegrad_grad_x_args args = {&gy_t, &w_t, &idx_t, &gl_t, &gx_t, kBatch, kTopK,
                               MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
 

@@ -12,6 +12,8 @@
 #include <limits>
 #include <vector>
 
+#include "consumer_data.h"
+
 namespace {
 
 int failures = 0;
@@ -21,27 +23,6 @@ void expect(bool ok, const char* what) {
     std::fprintf(stderr, "consumer.cpp: %s\n", what);
     ++failures;
   }
-}
-
-DLTensor tensor(void* data, DLDataTypeCode code, int bits, int ndim, int64_t* shape) {
-  DLTensor t{};
-  t.data = data;
-  t.device.device_type = kDLCPU;
-  t.ndim = ndim;
-  t.dtype.code = static_cast<uint8_t>(code);
-  t.dtype.bits = static_cast<uint8_t>(bits);
-  t.dtype.lanes = 1;
-  t.shape = shape;
-  return t;
-}
-
-std::vector<float> values(size_t n, uint32_t seed) {
-  std::vector<float> v(n);
-  for (float& x : v) {
-    seed = seed * 1664525u + 1013904223u;
-    x = static_cast<float>(static_cast<int32_t>(seed >> 8) - (1 << 23)) / static_cast<float>(1 << 23);
-  }
-  return v;
 }
 
 }  // namespace
@@ -55,19 +36,21 @@ int main() {
     for (int64_t p = 0; p < m; ++p)
       if ((p * 7) % 4 % 3 == g) row_idx.push_back(p);
   for (int64_t p = 0; p < m; ++p) ++counts[(p * 7) % 4 % 3];
-  std::vector<float> grad_y = values(m * n_dim, 3), weight = values(experts * k_dim * n_dim, 5);
+  std::vector<float> grad_y(m * n_dim), weight(experts * k_dim * n_dim);
+  consumer_fill(grad_y.data(), grad_y.size(), 3);
+  consumer_fill(weight.data(), weight.size(), 5);
 
   int64_t gy_shape[2] = {m, n_dim}, w_shape[3] = {experts, k_dim, n_dim}, gx_shape[2] = {batch, k_dim};
   int64_t idx_shape[1] = {m}, gl_shape[1] = {experts};
-  DLTensor gy = tensor(grad_y.data(), kDLFloat, 32, 2, gy_shape);
-  DLTensor w = tensor(weight.data(), kDLFloat, 32, 3, w_shape);
-  DLTensor idx = tensor(row_idx.data(), kDLInt, 64, 1, idx_shape);
-  DLTensor gl = tensor(counts.data(), kDLInt, 64, 1, gl_shape);
+  DLTensor gy = consumer_tensor(grad_y.data(), kDLFloat, 32, 2, gy_shape);
+  DLTensor w = consumer_tensor(weight.data(), kDLFloat, 32, 3, w_shape);
+  DLTensor idx = consumer_tensor(row_idx.data(), kDLInt, 64, 1, idx_shape);
+  DLTensor gl = consumer_tensor(counts.data(), kDLInt, 64, 1, gl_shape);
 
   std::vector<float> one(batch * k_dim, std::numeric_limits<float>::quiet_NaN()), two = one;
   for (int threads : {1, 2}) {
     std::vector<float>& out = threads == 1 ? one : two;
-    DLTensor gx = tensor(out.data(), kDLFloat, 32, 2, gx_shape);
+    DLTensor gx = consumer_tensor(out.data(), kDLFloat, 32, 2, gx_shape);
     moegrad_grad_x_args args{&gy, &w, &idx, &gl, &gx, batch, top_k, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL,
                              MOEGRAD_GROUP_LIST_COUNT};
     moegrad::Context ctx;

@@ -63,6 +63,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   machine.cpu = cpu_model();
   machine.isa = moegrad_isa_name(moegrad::Context().isa());
   machine.onednn = OnednnNonfused::version();
+  if (machine.onednn.empty()) machine.onednn = "no oneDNN: " + OnednnNonfused::unavailable_reason();
 
   RunConfig config{options.dtypes, options.threads, options.reps, false, options.max_memory_bytes};
   std::optional<std::string> fast_note;

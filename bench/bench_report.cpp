@@ -109,7 +109,7 @@ void print_speedups(std::FILE* out, const ShapeReport& report) {
 void print_header(std::FILE* out, const MachineInfo& machine) {
   std::fprintf(out, "moegrad bench: fused grad-x vs the non-fused paths (SPEC 8)\n");
   std::fprintf(out, "  cpu       %s; moegrad ISA %s; %s\n", machine.cpu.c_str(), machine.isa.c_str(),
-               machine.onednn.empty() ? "built without oneDNN" : machine.onednn.c_str());
+               machine.onednn.c_str());
   std::fprintf(out, "  fma-peak  ");
   for (size_t i = 0; i < machine.fma_peak.size(); ++i) {
     const Row& r = machine.fma_peak[i];

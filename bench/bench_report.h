@@ -37,7 +37,7 @@ struct ShapeReport {
 struct MachineInfo {
   std::string cpu;     // /proc/cpuinfo "model name"
   std::string isa;     // moegrad's path on this machine
-  std::string onednn;  // "oneDNN 2.6.3", or "" when not built with it
+  std::string onednn;  // "oneDNN 2.6.3", or "no oneDNN: <why>"
   std::string fma_isa;  // the FMA loop's ISA ("avx512", "avx2", "none")
   std::vector<Row> fma_peak;  // one per thread count
 };

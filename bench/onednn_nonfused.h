@@ -5,8 +5,10 @@
 // non-fused path: grad_x zeroed, then rows added in ascending expanded order,
 // column blocks in parallel (OpenMP, like oneDNN itself).
 //
-// Without oneDNN at build time (MOEGRAD_BENCH_HAVE_DNNL unset) prepare()
-// always says why not, and `moegrad bench` prints null rows.
+// The work is done by moegrad_bench_onednn.so (onednn_module.cpp), loaded
+// the first time it is needed; this class finds and forwards to it. Without
+// oneDNN at build time, or when the module or libdnnl cannot be loaded,
+// prepare() says why not and `moegrad bench` prints null rows.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +16,16 @@
 #include <string>
 
 #include "bench_problem.h"
+#include "onednn_module.h"
 
 namespace moegrad::bench {
 
 class OnednnNonfused {
  public:
-  // "oneDNN 2.6.3", or "" when not compiled in.
+  // "oneDNN 2.6.3", or "" when the module is not available.
   static std::string version();
+  // Why the module is not available ("" when it is).
+  static std::string unavailable_reason();
 
   OnednnNonfused();
   ~OnednnNonfused();
@@ -30,10 +35,12 @@ class OnednnNonfused {
   // Sets oneDNN's OpenMP threads, creates one matmul primitive per distinct
   // expert row count (user-managed scratchpad), the memory objects, and the
   // [M, K] d_expanded_x. `p` must outlive run(). Returns false with *why set
-  // when oneDNN is absent or has no matmul for this dtype on this CPU.
+  // when oneDNN is absent or has no matmul for this dtype on this CPU;
+  // throws cli::CliError when it fails otherwise (out of memory).
   bool prepare(const BenchProblem& p, int threads, std::string* why);
 
-  // Both passes; grad_x [batch, K] f32 is overwritten. Only after prepare().
+  // Both passes; grad_x [batch, K] f32 is overwritten. Only after prepare()
+  // returned true; throws cli::CliError if oneDNN fails.
   void run(float* grad_x);
 
   // 4*M*K for d_expanded_x plus the largest primitive's scratchpad.
@@ -42,8 +49,7 @@ class OnednnNonfused {
   std::string implementation() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<OnednnBackend> backend_;  // made by the module
 };
 
 }  // namespace moegrad::bench

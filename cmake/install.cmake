@@ -1,7 +1,8 @@
 # `cmake --install <build> [--prefix P] [--component C]`: what a user of the
 # library, the command or the Python package gets, in the GNU layout.
 #
-#   Runtime      lib/libmoegrad.so.<version> and its soname link, bin/moegrad
+#   Runtime      lib/libmoegrad.so.<version> and its soname link, bin/moegrad,
+#                lib/moegrad/moegrad_bench_onednn.so (bench's oneDNN baseline)
 #   Development  include/moegrad/*, lib/libmoegrad.so, lib/cmake/moegrad/
 #                (find_package(moegrad) -> moegrad::moegrad),
 #                lib/pkgconfig/moegrad.pc
@@ -20,6 +21,10 @@ install(TARGETS moegrad EXPORT moegradTargets
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/moegrad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT Development FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
 install(TARGETS moegrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
+# The oneDNN baseline `moegrad bench` loads, when built (bench/CMakeLists.txt).
+if(TARGET moegrad_bench_onednn)
+  install(TARGETS moegrad_bench_onednn LIBRARY DESTINATION ${MOEGRAD_INSTALL_BENCH_MODULE_DIR} COMPONENT Runtime)
+endif()
 
 # A relocatable package: the exported paths are relative to the config file.
 install(EXPORT moegradTargets NAMESPACE moegrad:: DESTINATION ${MOEGRAD_INSTALL_CMAKEDIR}

@@ -11,7 +11,10 @@
 #     (C99 and C++17, -Werror), and both programs pass (float64 checks,
 #     error statuses);
 #  4. the installed command prints its version, and the installed Python
-#     package imports from the prefix and matches a float64 grad_x.
+#     package imports from the prefix and matches a float64 grad_x;
+#  5. the command links neither oneDNN nor OpenMP: `bench` loads its oneDNN
+#     baseline from the prefix (MOEGRAD_TEST_BENCH_MODULE, set when the build
+#     has it), and without that module still runs, its oneDNN rows null.
 #
 # usage: install_test.sh BUILD_DIR SOURCE_DIR C_COMPILER [PYTHON PYTHON_DIR]
 # (PYTHON: the interpreter the package was built for, PYTHON_DIR where it is
@@ -46,6 +49,10 @@ expected=(
 if [ -n "$python" ]; then
   expected+=("$pydir/moegrad/__init__.py" "$pydir/moegrad/torch.py")
 fi
+module=${MOEGRAD_TEST_BENCH_MODULE:-}
+if [ -n "$module" ]; then
+  expected+=("$module")
+fi
 for f in "${expected[@]}"; do
   [ -e "$tmp/first/$f" ] || fail "cmake --install did not install $f"
 done
@@ -55,6 +62,7 @@ soname=$(objdump -p "$tmp/first/$libdir/libmoegrad.so.$version" | awk '$1 == "SO
 cmake --install "$build" --prefix "$tmp/runtime" --component Runtime >/dev/null
 [ -e "$tmp/runtime/bin/moegrad" ] && [ -e "$tmp/runtime/$libdir/libmoegrad.so.$version" ] ||
   fail "the Runtime component lacks the command or the library"
+[ -z "$module" ] || [ -e "$tmp/runtime/$module" ] || fail "the Runtime component lacks $module"
 if [ -e "$tmp/runtime/include" ] || [ -e "$tmp/runtime/$libdir/libmoegrad.so" ]; then
   fail "the Runtime component installed development files"
 fi
@@ -136,4 +144,23 @@ assert np.all(np.abs(got - ref) <= (n + top_k) * 2.0**-24 * terms), "grad_x is o
 print(f"python: moegrad from {prefix} OK")
 EOF
 fi
+
+# 5. The command needs no benchmark dependency to start; bench finds its
+# oneDNN module in the moved prefix, or runs without it.
+if objdump -p "$prefix/bin/moegrad" | grep -E 'NEEDED +lib(dnnl|gomp)'; then
+  fail "bin/moegrad links a benchmark-only library"
+fi
+bench=(--shape 16,2,3,48,32 --dtype f32 --threads 1 --reps 1 --json)
+# The oneDNN row's "ms": a number, or null.
+onednn_ms() {
+  "$prefix/bin/moegrad" bench "${bench[@]}" 2>"$tmp/bench.err" |
+    grep -o '"path": "onednn-nonfused", "ms": [^,]*' | sed 's/.*"ms": //'
+}
+if [ -n "$module" ]; then
+  ms=$(onednn_ms) || fail "bench failed: $(cat "$tmp/bench.err")"
+  [[ "$ms" =~ ^[0-9] ]] || fail "bench did not run oneDNN from $prefix/$module (ms: '$ms')"
+  rm "$prefix/$module"
+fi
+ms=$(onednn_ms) || fail "bench failed without the oneDNN module: $(cat "$tmp/bench.err")"
+[ "$ms" = null ] || fail "bench without the oneDNN module gave oneDNN ms '$ms'"
 echo "install_test: OK (moegrad $version, prefix moved before use)"

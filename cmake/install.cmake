@@ -3,13 +3,15 @@
 #
 #   Runtime      lib/libmoegrad.so.<version> and its soname link, bin/moegrad,
 #                lib/moegrad/moegrad_bench_onednn.so (bench's oneDNN baseline)
-#   Development  include/moegrad/*, lib/libmoegrad.so, lib/cmake/moegrad/
-#                (find_package(moegrad) -> moegrad::moegrad),
+#   Development  include/moegrad/*, lib/libmoegrad.so, lib/libmoegrad.a,
+#                lib/cmake/moegrad/ (find_package(moegrad) ->
+#                moegrad::moegrad, moegrad::moegrad_static),
 #                lib/pkgconfig/moegrad.pc
 #   Python       the moegrad package, in MOEGRAD_INSTALL_PYTHONDIR (python/)
 #
-# The shared library carries the C API only, so it is the one installed;
-# moegrad_static also holds internal symbols for the tests and the CLI.
+# The shared library exports the C API only. The archive holds the same
+# objects; its global symbols are the C API and names in moegrad's own
+# namespace (install_test.sh checks both).
 # tests/install/install_test.sh installs into a temporary prefix and builds
 # and runs a consumer through each route.
 include(CMakePackageConfigHelpers)
@@ -18,6 +20,8 @@ set(MOEGRAD_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/moegrad CACHE STRING
     "Where moegradConfig.cmake goes, relative to the prefix")
 install(TARGETS moegrad EXPORT moegradTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime NAMELINK_COMPONENT Development)
+install(TARGETS moegrad_static EXPORT moegradTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/moegrad DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         COMPONENT Development FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
 install(TARGETS moegrad_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)

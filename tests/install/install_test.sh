@@ -4,12 +4,15 @@
 #  1. every component into a temporary prefix; the files listed below are
 #     there, and the Runtime component alone brings no headers;
 #  2. libmoegrad.so exports exactly the functions the installed headers
-#     declare (MOEGRAD_API), no other symbol;
+#     declare (MOEGRAD_API), no other symbol; libmoegrad.a defines no strong
+#     global symbol outside moegrad's names;
 #  3. the prefix is moved, and the old path deleted, so nothing may point
 #     back to it: the CMake package (find_package(moegrad 0.1); 0.2 is
-#     refused) and the pkg-config file still build tests/install/consumer/
-#     (C99 and C++17, -Werror), and both programs pass (float64 checks,
-#     error statuses);
+#     refused; moegrad::moegrad and moegrad::moegrad_static) and the
+#     pkg-config file (and the archive linked by hand) still build
+#     tests/install/consumer/ (C99 and C++17, -Werror), and every program
+#     passes (float64 checks, error statuses), the static ones without
+#     loading libmoegrad.so;
 #  4. the installed command prints its version, and the installed Python
 #     package imports from the prefix and matches a float64 grad_x;
 #  5. the command links neither oneDNN nor OpenMP: `bench` loads its oneDNN
@@ -43,6 +46,7 @@ expected=(
   bin/moegrad
   include/moegrad/moegrad.h include/moegrad/moegrad.hpp include/moegrad/moegrad_layer.h
   "$libdir/libmoegrad.so" "$libdir/libmoegrad.so.$soname_version" "$libdir/libmoegrad.so.$version"
+  "$libdir/libmoegrad.a"
   "$libdir/cmake/moegrad/moegradConfig.cmake" "$libdir/cmake/moegrad/moegradConfigVersion.cmake"
   "$libdir/cmake/moegrad/moegradTargets.cmake" "$libdir/pkgconfig/moegrad.pc"
 )
@@ -63,7 +67,8 @@ cmake --install "$build" --prefix "$tmp/runtime" --component Runtime >/dev/null
 [ -e "$tmp/runtime/bin/moegrad" ] && [ -e "$tmp/runtime/$libdir/libmoegrad.so.$version" ] ||
   fail "the Runtime component lacks the command or the library"
 [ -z "$module" ] || [ -e "$tmp/runtime/$module" ] || fail "the Runtime component lacks $module"
-if [ -e "$tmp/runtime/include" ] || [ -e "$tmp/runtime/$libdir/libmoegrad.so" ]; then
+if [ -e "$tmp/runtime/include" ] || [ -e "$tmp/runtime/$libdir/libmoegrad.so" ] ||
+  [ -e "$tmp/runtime/$libdir/libmoegrad.a" ]; then
   fail "the Runtime component installed development files"
 fi
 
@@ -76,6 +81,17 @@ if ! diff "$tmp/declared" "$tmp/exported" >"$tmp/abi.diff"; then
   cat "$tmp/abi.diff" >&2
   fail "libmoegrad.so's symbols differ from the headers' functions (< declared only, > exported only)"
 fi
+
+# The archive's strong global symbols (weak ones are the standard library's
+# template instances, merged by the linker): the C API and moegrad's C++
+# names only (moegrad::..., the opaque moegrad_context's members), so that
+# it links into a user's program beside any other library.
+nm -C -g --defined-only "$tmp/first/$libdir/libmoegrad.a" >"$tmp/archive_symbols"
+grep -q ' T moegrad_grad_x$' "$tmp/archive_symbols" || fail "libmoegrad.a does not define moegrad_grad_x"
+awk 'NF >= 3 && $2 ~ /^[TDBR]$/' "$tmp/archive_symbols" |
+  sed -E 's/^[0-9a-f]+ [TDBR] //; s/^(typeinfo name for|typeinfo for|vtable for|guard variable for|TLS init function for|TLS wrapper function for) //' |
+  { grep -v '^moegrad' || true; } >"$tmp/foreign"
+[ ! -s "$tmp/foreign" ] || fail "libmoegrad.a defines symbols outside moegrad's names: $(head -5 "$tmp/foreign")"
 
 # 3. Move the prefix, delete the old one, then build and run the consumers.
 mv "$tmp/first" "$tmp/moved"
@@ -106,6 +122,18 @@ for exe in consumer_c consumer_cpp; do
   }
   "$tmp/consumer/$exe"
 done
+# Linked with the archive: no libmoegrad.so at all.
+no_shared_moegrad() {
+  ldd "$1" >"$tmp/ldd"
+  if grep -q libmoegrad "$tmp/ldd"; then
+    cat "$tmp/ldd" >&2
+    fail "$1 loads libmoegrad.so, though linked with libmoegrad.a"
+  fi
+}
+for exe in consumer_c_static consumer_cpp_static; do
+  no_shared_moegrad "$tmp/consumer/$exe"
+  "$tmp/consumer/$exe"
+done
 
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 [ "$(pkg-config --modversion moegrad)" = "$version" ] || fail "pkg-config --modversion moegrad"
@@ -113,6 +141,18 @@ export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 "$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror -DEXPECTED_VERSION="\"$version\"" \
   "$source/tests/install/consumer/consumer.c" $(pkg-config --cflags --libs moegrad) -lm -o "$tmp/consumer_pc"
 LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer_pc"
+# The archive by hand, as the README gives it: a C program needs the C++
+# runtime and threads beside it.
+# shellcheck disable=SC2046
+"$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror "$source/tests/install/consumer/consumer.c" \
+  $(pkg-config --cflags moegrad) "$prefix/$libdir/libmoegrad.a" -lstdc++ -lm -lpthread -o "$tmp/consumer_a"
+no_shared_moegrad "$tmp/consumer_a"
+"$tmp/consumer_a"
+# ... and, being position-independent, into a shared library of the user's.
+# shellcheck disable=SC2046
+"$cc" -std=c99 -shared -fPIC "$source/tests/install/consumer/consumer.c" $(pkg-config --cflags moegrad) \
+  "$prefix/$libdir/libmoegrad.a" -lstdc++ -lm -lpthread -o "$tmp/libconsumer_a.so" ||
+  fail "libmoegrad.a does not link into a shared library"
 
 # 4. The command and the Python package.
 [ "$("$prefix/bin/moegrad" --version)" = "moegrad $version" ] || fail "bin/moegrad --version"

@@ -1,6 +1,6 @@
 /* A C program built against an installed moegrad (find_package or
  * pkg-config, tests/install/install_test.sh): it uses only the public
- * headers and libmoegrad.so, as a user's code would.
+ * headers and libmoegrad.so or libmoegrad.a, as a user's code would.
  *
  * The problem is small and written out by hand: batch 3, top_k 2, G 3
  * experts (expert 1 gets no row), K 5, N 4. Routing (token-major positions

@@ -1,5 +1,5 @@
 // The C++ side of the installed package (tests/install/install_test.sh):
-// moegrad.hpp's RAII types over libmoegrad.so, built as C++17, which is what
+// moegrad.hpp's RAII types over libmoegrad.so or .a, built as C++17, which is what
 // most frameworks' extensions use. It checks that a refused argument throws
 // moegrad::Error with its status, and that grad_x has the same bits with one
 // thread and with two (SPEC §5) on a problem large enough to be split.

@@ -6,6 +6,13 @@
 #include <optional>
 #include <string_view>
 
+// Where the oneDNN baseline's module is looked for (bench/CMakeLists.txt).
+#ifdef MOEGRAD_BENCH_ONEDNN_MODULE
+#define MOEGRAD_BENCH_ONEDNN_MODULE_HELP MOEGRAD_BENCH_ONEDNN_MODULE " (from this command)"
+#else
+#define MOEGRAD_BENCH_ONEDNN_MODULE_HELP "moegrad_bench_onednn.so, which this build lacks"
+#endif
+
 namespace moegrad::bench {
 
 const char kBenchHelp[] =
@@ -19,7 +26,9 @@ const char kBenchHelp[] =
     "                   then the scatter-add (rows ascending); the whole call is timed\n"
     "                   (it plans and allocates its small workspace itself)\n"
     "  onednn-nonfused  oneDNN matmul per expert into d_expanded_x, then the same scatter-add\n"
-    "                   (f32 and bf16; oneDNN 2.6 has no CPU f16 matmul here: null)\n"
+    "                   (f32 and bf16; oneDNN 2.6 has no CPU f16 matmul here: null); loaded\n"
+    "                   at run time: " MOEGRAD_BENCH_ONEDNN_MODULE_HELP "\n"
+    "                   (null rows, and the reason, where it or libdnnl is missing)\n"
     "and, per thread count, fma-peak: the measured f32 FMA throughput of that many cores\n"
     "(the median of a loop's runs at the start and in every shape's timing rounds).\n"
     "Every path's grad_x is checked against the fused one (nonfused: bitwise; oneDNN and\n"

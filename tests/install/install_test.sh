@@ -17,7 +17,9 @@
 #     package imports from the prefix and matches a float64 grad_x;
 #  5. the command links neither oneDNN nor OpenMP: `bench` loads its oneDNN
 #     baseline from the prefix (MOEGRAD_TEST_BENCH_MODULE, set when the build
-#     has it), and without that module still runs, its oneDNN rows null.
+#     has it); with another version's module, a library without the entry
+#     point, or none, it still runs, its oneDNN rows null and the reason on
+#     stderr.
 #
 # usage: install_test.sh BUILD_DIR SOURCE_DIR C_COMPILER [PYTHON PYTHON_DIR]
 # (PYTHON: the interpreter the package was built for, PYTHON_DIR where it is
@@ -196,11 +198,31 @@ onednn_ms() {
   "$prefix/bin/moegrad" bench "${bench[@]}" 2>"$tmp/bench.err" |
     grep -o '"path": "onednn-nonfused", "ms": [^,]*' | sed 's/.*"ms": //'
 }
+# Without a usable module: bench succeeds, the oneDNN row is null, and
+# stderr says why.
+# $1: what is in the module's place; $2: the reason bench must give.
+refused_module() {
+  local ms
+  ms=$(onednn_ms) || fail "bench failed with $1: $(cat "$tmp/bench.err")"
+  [ "$ms" = null ] || fail "bench with $1 gave oneDNN ms '$ms'"
+  grep -q "onednn-nonfused f32: null: .*$2" "$tmp/bench.err" ||
+    fail "bench with $1 did not say '$2': $(cat "$tmp/bench.err")"
+}
 if [ -n "$module" ]; then
   ms=$(onednn_ms) || fail "bench failed: $(cat "$tmp/bench.err")"
   [[ "$ms" =~ ^[0-9] ]] || fail "bench did not run oneDNN from $prefix/$module (ms: '$ms')"
+  # Stand-ins in its place: another moegrad version's module (its table
+  # starts with that version), and a library without the entry point.
+  printf '%s\n' 'static const char* const api[3] = {"9.9.9", 0, 0};' \
+    'const void* moegrad_bench_onednn_module_v1(void) { return api; }' >"$tmp/other_version.c"
+  "$cc" -shared -fPIC "$tmp/other_version.c" -o "$prefix/$module"
+  refused_module "another version's module" "belongs to moegrad 9.9.9, not $version"
+  echo 'int not_the_entry_point(void) { return 0; }' >"$tmp/no_entry.c"
+  "$cc" -shared -fPIC "$tmp/no_entry.c" -o "$prefix/$module"
+  refused_module "a module without its entry point" "has no moegrad_bench_onednn_module_v1"
   rm "$prefix/$module"
+  refused_module "no module" "the oneDNN module did not load"
+else
+  refused_module "a build without oneDNN" "this build has no oneDNN"
 fi
-ms=$(onednn_ms) || fail "bench failed without the oneDNN module: $(cat "$tmp/bench.err")"
-[ "$ms" = null ] || fail "bench without the oneDNN module gave oneDNN ms '$ms'"
 echo "install_test: OK (moegrad $version, prefix moved before use)"

@@ -4,9 +4,10 @@
 #include <cinttypes>
 #include <cmath>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
+
+#include "json_string.h"
 
 namespace moegrad::bench {
 namespace {
@@ -47,22 +48,7 @@ const Row* onednn_row(const ShapeReport& report, const Row& row) {
 }
 
 // JSON: strings escaped, non-finite numbers and absent values as null.
-void json_string(std::FILE* out, std::string_view s) {
-  std::fputc('"', out);
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      std::fputc('\\', out);
-      std::fputc(c, out);
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      std::fprintf(out, "\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
-    } else {
-      std::fputc(c, out);
-    }
-  }
-  std::fputc('"', out);
-}
-
-void json_value(std::FILE* out, const std::string& v) { json_string(out, v); }
+void json_value(std::FILE* out, const std::string& v) { cli::write_json_string(out, v); }
 void json_value(std::FILE* out, int64_t v) { std::fprintf(out, "%" PRId64, v); }
 void json_value(std::FILE* out, uint64_t v) { std::fprintf(out, "%" PRIu64, v); }
 void json_value(std::FILE* out, double v) {

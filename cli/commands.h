@@ -20,5 +20,6 @@ struct Command {
 int cmd_grad_x(std::span<char* const> args);
 int cmd_run(std::span<char* const> args);
 int cmd_bench(std::span<char* const> args);
+int cmd_info(std::span<char* const> args);
 
 }  // namespace moegrad::cli

@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"grad-x", "compute grad_x from .npy inputs, write it as .npy", cmd_grad_x},
     {"run", "the main job: random MoE layer, fused vs non-fused, timing, checks", cmd_run},
     {"bench", "the benchmark table", cmd_bench},
+    {"info", "what the library sees here: CPU, ISA paths, threads, caches, oneDNN", cmd_info},
 };
 
 void print_help() {
@@ -41,7 +42,9 @@ void print_help() {
   }
   std::printf(
       "\n"
-      "Environment: MOEGRAD_NUM_THREADS=N, MOEGRAD_ISA=auto|scalar|avx2|avx512\n"
+      "Environment (read when a context is created; 'moegrad info' shows the result):\n"
+      "  MOEGRAD_NUM_THREADS=N, MOEGRAD_ISA=auto|scalar|avx2|avx512,\n"
+      "  MOEGRAD_ENGINE=auto|packed|rowvec, MOEGRAD_L1D_BYTES=B, MOEGRAD_L2_BYTES=B\n"
       "\n"
       "Exit status: 0 success; 1 runtime or data error (unreadable or invalid\n"
       "input, a library error, a failed check); 2 usage error (unknown command or\n"

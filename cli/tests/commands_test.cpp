@@ -1,8 +1,12 @@
 // The command surface: help on every command, --version, dispatch errors,
-// `moegrad bench` dispatch, and `moegrad run` on a tiny shape.
+// `moegrad bench` dispatch, `moegrad run` on a tiny shape, and `moegrad info`
+// under chosen MOEGRAD_* variables.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli_runner.h"
@@ -17,14 +21,15 @@ TEST_F(CliTest, TopLevelHelp) {
     EXPECT_EQ(r.exit_code, 0) << flag;
     EXPECT_EQ(r.err, "") << flag;
     for (const char* needle :
-         {"Usage: moegrad <command>", "grad-x", "run", "bench", "Exit status", "2 usage error"}) {
+         {"Usage: moegrad <command>", "grad-x", "run", "bench", "info", "MOEGRAD_L2_BYTES", "Exit status",
+          "2 usage error"}) {
       EXPECT_NE(r.out.find(needle), std::string::npos) << flag << " lacks " << needle;
     }
   }
 }
 
 TEST_F(CliTest, HelpOnEveryCommand) {
-  for (const char* command : {"grad-x", "run", "bench"}) {
+  for (const char* command : {"grad-x", "run", "bench", "info"}) {
     const RunResult r = run_moegrad({command, "--help"});
     EXPECT_EQ(r.exit_code, 0) << command;
     EXPECT_TRUE(r.out.starts_with(std::string("Usage: moegrad ") + command)) << r.out;
@@ -101,6 +106,88 @@ TEST_F(CliTest, BenchJsonOnTinyShape) {
                              "\"shape\": \"64,2,4,64,32\"", "\"workspace_bytes\""}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << needle << " missing in\n" << r.out;
   }
+}
+
+// Sets (or, with nullopt, unsets) MOEGRAD_* variables for the commands a
+// test spawns, and restores them afterwards.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(std::vector<std::pair<std::string, std::optional<std::string>>> vars) {
+    for (auto& [name, value] : vars) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      set(name, value);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) set(name, value);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  static void set(const std::string& name, const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name.c_str(), value->c_str(), 1);
+    } else {
+      ::unsetenv(name.c_str());
+    }
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// Every setting info reports is the one asked for through the environment.
+TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
+  const ScopedEnv env({{"MOEGRAD_NUM_THREADS", "3"},
+                       {"MOEGRAD_ISA", "scalar"},
+                       {"MOEGRAD_ENGINE", "packed"},
+                       {"MOEGRAD_L1D_BYTES", "32768"},
+                       {"MOEGRAD_L2_BYTES", "262144"}});
+  const RunResult json = run_moegrad({"info", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.err, "");
+  EXPECT_TRUE(is_single_json_object(json.out)) << json.out;
+  for (const char* needle :
+       {"\"version\": \"0.1.0\"", "\"isa\": \"scalar\"", "\"isa_available\": [\"scalar\"", "\"threads\": 3",
+        "\"engine\": \"packed\"", "\"l1d_bytes\": 32768", "\"l2_bytes\": 262144", "\"MOEGRAD_ISA\": \"scalar\"",
+        "\"MOEGRAD_L2_BYTES\": \"262144\"", "\"avx512_bf16\": "}) {
+    EXPECT_NE(json.out.find(needle), std::string::npos) << needle << " missing in\n" << json.out;
+  }
+  // oneDNN: a version, or null and the reason.
+  const bool has_onednn = json.out.find("\"onednn\": \"oneDNN ") != std::string::npos;
+  EXPECT_NE(json.out.find(has_onednn ? "\"onednn_unavailable\": null" : "\"onednn\": null"), std::string::npos)
+      << json.out;
+
+  const RunResult human = run_moegrad({"info"});
+  EXPECT_EQ(human.exit_code, 0) << human.err;
+  for (const char* needle :
+       {"moegrad 0.1.0\n", "  isa        scalar (this CPU runs: scalar", "  threads    3\n",
+        "  caches     L1d 32 KiB, L2 256 KiB per core", "  engine     packed\n",
+        "  env        MOEGRAD_NUM_THREADS=3 MOEGRAD_ISA=scalar MOEGRAD_ENGINE=packed MOEGRAD_L1D_BYTES=32768 "
+        "MOEGRAD_L2_BYTES=262144\n",
+        "  onednn     "}) {
+    EXPECT_NE(human.out.find(needle), std::string::npos) << needle << " missing in\n" << human.out;
+  }
+}
+
+TEST_F(CliTest, InfoWithoutVariablesAndItsErrors) {
+  const ScopedEnv env({{"MOEGRAD_NUM_THREADS", std::nullopt},
+                       {"MOEGRAD_ISA", std::nullopt},
+                       {"MOEGRAD_ENGINE", std::nullopt},
+                       {"MOEGRAD_L1D_BYTES", std::nullopt},
+                       {"MOEGRAD_L2_BYTES", std::nullopt}});
+  const RunResult r = run_moegrad({"info"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("  env        no MOEGRAD_* variable set\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  engine     auto\n"), std::string::npos) << r.out;
+  expect_error({"info", "--verbose"}, 2, "unknown flag '--verbose'");
+  {
+    // A malformed variable fails info as it fails every context.
+    const ScopedEnv bad({{"MOEGRAD_ISA", "bogus"}, {"MOEGRAD_L2_BYTES", std::nullopt}});
+    expect_error({"info"}, 1, "MOEGRAD_ISA='bogus'");
+  }
+  const ScopedEnv too_small({{"MOEGRAD_ISA", std::nullopt}, {"MOEGRAD_L2_BYTES", "1024"}});
+  expect_error({"info", "--json"}, 1, "MOEGRAD_L2_BYTES");
 }
 
 }  // namespace

@@ -44,11 +44,11 @@ constexpr std::array<const char*, 5> kVariables = {"MOEGRAD_NUM_THREADS", "MOEGR
 
 struct Info {
   std::string cpu, isa, engine, onednn, onednn_unavailable;
-  std::vector<std::string> isas;  // the paths this CPU runs
-  bool avx512bf16 = false;  // the CPU has vdpbf16ps (fast bf16 mode)
+  std::vector<std::string> isas;                      // the paths this CPU runs
+  bool avx512bf16 = false;                            // vdpbf16ps, for the fast bf16 mode
   int threads = 1;
-  size_t l1d = 0, l2 = 0;                   // what the context fits blocks to
-  size_t os_l1d = 0, os_l2 = 0;             // what the OS reports (0: nothing)
+  size_t l1d = 0, l2 = 0;                             // what the context fits blocks to
+  size_t os_l1d = 0, os_l2 = 0;                       // what the OS reports (0: nothing)
   std::vector<std::optional<std::string>> variables;  // kVariables' values
 };
 

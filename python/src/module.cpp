@@ -37,12 +37,15 @@ void check(moegrad_status s) {
 // A context owned by Python; None stands for the library's default context.
 class Context {
  public:
+  // num_threads 0 and isa "auto" keep what the new context took from the
+  // environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA). Setting AUTO would pick
+  // the best path instead, overriding MOEGRAD_ISA.
   Context(int32_t num_threads, const std::string& isa) {
     moegrad_context* raw = nullptr;
     check(moegrad_context_create(&raw));
     ctx_.reset(raw);
     set_num_threads(num_threads);
-    set_isa(isa);
+    if (isa != "auto") set_isa(isa);
   }
   void set_num_threads(int32_t n) { check(moegrad_context_set_num_threads(ctx_.get(), n)); }
   int32_t num_threads() const {

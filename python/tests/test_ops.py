@@ -196,6 +196,16 @@ def test_gil_is_released_while_computing():
     assert wake - times["begin"] < 0.5 * duration, (wake - times["begin"], duration)
 
 
+def test_a_new_context_keeps_the_environments_isa_and_threads(monkeypatch):
+    monkeypatch.setenv("MOEGRAD_ISA", "scalar")
+    monkeypatch.setenv("MOEGRAD_NUM_THREADS", "3")
+    context = moegrad.Context()  # isa="auto", num_threads=0: the defaults
+    assert (context.isa, context.num_threads) == ("scalar", 3)
+    best = [i for i in ("scalar", "avx2", "avx512") if moegrad.isa_available(i)][-1]
+    context.isa = "auto"  # set later, auto is the best path the CPU runs
+    assert context.isa == best
+
+
 def test_context_settings():
     ctx = moegrad.Context(num_threads=3, isa="scalar")
     assert ctx.num_threads == 3 and ctx.isa == "scalar"

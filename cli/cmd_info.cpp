@@ -7,7 +7,6 @@
 // would be, so a malformed variable fails here exactly as it would there.
 #include <moegrad/moegrad.h>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <moegrad/moegrad.hpp>
@@ -22,7 +21,6 @@
 #include "flags.h"
 #include "json_string.h"
 #include "onednn_nonfused.h"
-#include "runtime/cpu_features.h"
 
 namespace moegrad::cli {
 namespace {
@@ -39,46 +37,18 @@ constexpr char kHelp[] =
     "\n"
     "  --json   one JSON object instead of the text\n";
 
-constexpr std::array<const char*, 5> kVariables = {"MOEGRAD_NUM_THREADS", "MOEGRAD_ISA", "MOEGRAD_ENGINE",
-                                                   "MOEGRAD_L1D_BYTES", "MOEGRAD_L2_BYTES"};
-
 struct Info {
-  std::string cpu, isa, engine, onednn, onednn_unavailable;
-  std::vector<std::string> isas;                      // the paths this CPU runs
-  bool avx512bf16 = false;                            // vdpbf16ps, for the fast bf16 mode
-  int threads = 1;
-  size_t l1d = 0, l2 = 0;                             // what the context fits blocks to
-  size_t os_l1d = 0, os_l2 = 0;                       // what the OS reports (0: nothing)
-  std::vector<std::optional<std::string>> variables;  // kVariables' values
+  std::string cpu, onednn, onednn_unavailable;
+  ContextInfo context;
+  std::vector<std::optional<std::string>> variables;  // kContextVariables' values
 };
-
-const char* engine_name(plan::Engine e) {
-  switch (e) {
-    case plan::Engine::kAuto: return "auto";
-    case plan::Engine::kPacked: return "packed";
-    case plan::Engine::kRowvec: return "rowvec";
-  }
-  return "?";
-}
 
 Info gather() {
   Info info;
   const moegrad::Context ctx;  // throws moegrad::Error on a malformed variable
-  const moegrad_context& c = *ctx.get();
+  info.context = describe_context(*ctx.get());
   info.cpu = bench::cpu_model();
-  info.isa = moegrad_isa_name(ctx.isa());
-  for (const moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
-    if (moegrad_isa_available(isa)) info.isas.emplace_back(moegrad_isa_name(isa));
-  }
-  const runtime::CpuFeatures& cpu = runtime::cpu_features();
-  info.avx512bf16 = cpu.avx512bf16;
-  info.threads = ctx.num_threads();
-  info.engine = engine_name(c.engine);
-  info.l1d = c.caches.l1d;
-  info.l2 = c.caches.l2;
-  info.os_l1d = cpu.l1d_bytes;
-  info.os_l2 = cpu.l2_bytes;
-  for (const char* name : kVariables) {
+  for (const char* name : kContextVariables) {
     const char* value = std::getenv(name);
     info.variables.push_back(value != nullptr ? std::optional<std::string>(value) : std::nullopt);
   }
@@ -87,25 +57,36 @@ Info gather() {
   return info;
 }
 
+// The ISA paths this CPU runs, by name.
+std::vector<std::string> isas_available(const ContextInfo& c) {
+  const moegrad_isa isas[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
+  std::vector<std::string> names;
+  for (size_t i = 0; i < 3; ++i) {
+    if (c.isa_available[i]) names.emplace_back(moegrad_isa_name(isas[i]));
+  }
+  return names;
+}
+
 std::string kib(size_t bytes) { return bytes == 0 ? "none" : std::to_string(bytes / 1024) + " KiB"; }
 
 void print_human(const Info& info) {
+  const ContextInfo& c = info.context;
   std::printf("moegrad %s\n", moegrad_version());
   std::printf("  cpu        %s\n", info.cpu.c_str());
   std::string isas;
-  for (const std::string& isa : info.isas) isas += (isas.empty() ? "" : " ") + isa;
-  std::printf("  isa        %s (this CPU runs: %s; AVX512_BF16 for fast bf16: %s)\n", info.isa.c_str(),
-              isas.c_str(), info.avx512bf16 ? "yes" : "no");
-  std::printf("  threads    %d\n", info.threads);
-  const plan::CacheSizes most;
+  for (const std::string& isa : isas_available(c)) isas += (isas.empty() ? "" : " ") + isa;
+  std::printf("  isa        %s (this CPU runs: %s; AVX512_BF16 for fast bf16: %s)\n", moegrad_isa_name(c.isa),
+              isas.c_str(), c.avx512bf16 ? "yes" : "no");
+  std::printf("  threads    %d\n", c.threads);
   std::printf("  caches     L1d %s, L2 %s per core (the OS reports %s, %s; blocks are sized\n"
               "             for at most %s, %s)\n",
-              kib(info.l1d).c_str(), kib(info.l2).c_str(), kib(info.os_l1d).c_str(), kib(info.os_l2).c_str(),
-              kib(most.l1d).c_str(), kib(most.l2).c_str());
-  std::printf("  engine     %s\n", info.engine.c_str());
+              kib(c.caches.l1d).c_str(), kib(c.caches.l2).c_str(), kib(c.os_l1d).c_str(), kib(c.os_l2).c_str(),
+              kib(c.caches_cap.l1d).c_str(), kib(c.caches_cap.l2).c_str());
+  std::printf("  engine     %s\n", c.engine);
   std::string set;
-  for (size_t i = 0; i < kVariables.size(); ++i) {
-    if (info.variables[i]) set += std::string(set.empty() ? "" : " ") + kVariables[i] + "=" + *info.variables[i];
+  for (size_t i = 0; i < info.variables.size(); ++i) {
+    if (info.variables[i])
+      set += std::string(set.empty() ? "" : " ") + kContextVariables[i] + "=" + *info.variables[i];
   }
   std::printf("  env        %s\n", set.empty() ? "no MOEGRAD_* variable set" : set.c_str());
   if (info.onednn.empty()) {
@@ -116,6 +97,7 @@ void print_human(const Info& info) {
 }
 
 void print_json(const Info& info) {
+  const ContextInfo& c = info.context;
   auto key = [](const char* k) { std::printf(",\n  \"%s\": ", k); };
   auto text = [](const std::string& s) { write_json_string(stdout, s); };
   auto bytes_or_null = [](size_t b) { b == 0 ? std::printf("null") : std::printf("%zu", b); };
@@ -124,32 +106,33 @@ void print_json(const Info& info) {
   key("cpu");
   text(info.cpu);
   key("isa");
-  text(info.isa);
+  text(moegrad_isa_name(c.isa));
   key("isa_available");
   std::printf("[");
-  for (size_t i = 0; i < info.isas.size(); ++i) {
+  const std::vector<std::string> isas = isas_available(c);
+  for (size_t i = 0; i < isas.size(); ++i) {
     if (i) std::printf(", ");
-    text(info.isas[i]);
+    text(isas[i]);
   }
   std::printf("]");
   key("avx512_bf16");
-  std::printf(info.avx512bf16 ? "true" : "false");
+  std::printf(c.avx512bf16 ? "true" : "false");
   key("threads");
-  std::printf("%d", info.threads);
+  std::printf("%d", c.threads);
   key("engine");
-  text(info.engine);
+  text(c.engine);
   key("l1d_bytes");
-  std::printf("%zu", info.l1d);
+  std::printf("%zu", c.caches.l1d);
   key("l2_bytes");
-  std::printf("%zu", info.l2);
+  std::printf("%zu", c.caches.l2);
   key("os_l1d_bytes");
-  bytes_or_null(info.os_l1d);
+  bytes_or_null(c.os_l1d);
   key("os_l2_bytes");
-  bytes_or_null(info.os_l2);
+  bytes_or_null(c.os_l2);
   key("environment");
   std::printf("{");
-  for (size_t i = 0; i < kVariables.size(); ++i) {
-    std::printf("%s\"%s\": ", i ? ", " : "", kVariables[i]);
+  for (size_t i = 0; i < info.variables.size(); ++i) {
+    std::printf("%s\"%s\": ", i ? ", " : "", kContextVariables[i]);
     info.variables[i] ? text(*info.variables[i]) : static_cast<void>(std::printf("null"));
   }
   std::printf("}");

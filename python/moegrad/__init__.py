@@ -22,7 +22,7 @@ from . import _moegrad as _C
 __version__ = _C.version()
 
 __all__ = [
-    "Context", "Error", "isa_available", "set_num_threads", "get_num_threads",
+    "Context", "Error", "isa_available", "info", "set_num_threads", "get_num_threads",
     "moe_init_routing", "grouped_matmul", "grouped_matmul_weight_grad", "moe_init_routing_grad",
     "grad_x", "moe_init_routing_grouped_matmul_grad",
 ]
@@ -42,6 +42,35 @@ def set_num_threads(num_threads):
 
 def get_num_threads():
     return (_default_context or Context()).num_threads
+
+
+def info(context=None):
+    """What the library sees on this machine, as `moegrad info --json` prints
+    it (without the oneDNN keys, which belong to the benchmark): version,
+    cpu, isa (the path the context runs), isa_available, avx512_bf16,
+    threads, engine, l1d_bytes/l2_bytes (the per-core caches the blocks are
+    fitted to), os_l1d_bytes/os_l2_bytes (what the OS reports; None when
+    nothing) and environment (the MOEGRAD_* variables, None when unset).
+    Without `context`, a fresh context is made from the environment, so a
+    malformed variable raises moegrad.Error. Attach it to bug reports:
+    `python3 -m moegrad` prints it as JSON."""
+    import os
+
+    result = {"version": __version__, "cpu": _cpu_model()}
+    result.update(_C.context_info(context if context is not None else Context()))
+    result["environment"] = {name: os.environ.get(name) for name in _C.context_variables}
+    return result
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
 
 
 def _context(context):

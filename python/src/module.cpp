@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "api/context.h"
 #include "tensor_ref.h"
 
 namespace py = pybind11;
@@ -137,6 +138,30 @@ void grad_x(py::handle grad_y, py::handle weight, py::handle expanded_row_idx, p
   run_released(moegrad_grad_x_run, args, ctx);
 }
 
+// What `context` resolved to, beside what the CPU and OS offer (the keys of
+// `moegrad info --json` that describe the context; moegrad.info() adds the
+// rest).
+py::dict context_info(const Context& context) {
+  const moegrad::ContextInfo c = moegrad::describe_context(*context.get());
+  py::list isas;
+  const moegrad_isa all[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
+  for (size_t i = 0; i < 3; ++i) {
+    if (c.isa_available[i]) isas.append(moegrad_isa_name(all[i]));
+  }
+  auto bytes_or_none = [](size_t b) { return b == 0 ? py::object(py::none()) : py::object(py::int_(b)); };
+  py::dict d;
+  d["isa"] = moegrad_isa_name(c.isa);
+  d["isa_available"] = isas;
+  d["avx512_bf16"] = c.avx512bf16;
+  d["threads"] = c.threads;
+  d["engine"] = c.engine;
+  d["l1d_bytes"] = c.caches.l1d;
+  d["l2_bytes"] = c.caches.l2;
+  d["os_l1d_bytes"] = bytes_or_none(c.os_l1d);
+  d["os_l2_bytes"] = bytes_or_none(c.os_l2);
+  return d;
+}
+
 int64_t max_rows(int64_t batch, int64_t top_k, int64_t num_experts, int64_t active_num, int64_t capacity) {
   int64_t rows = 0;
   check(moegrad_moe_init_routing_max_rows(batch, top_k, num_experts, active_num, capacity, &rows));
@@ -176,6 +201,10 @@ PYBIND11_MODULE(_moegrad, m) {
   m.def("max_rows", &max_rows, py::arg("batch"), py::arg("top_k"), py::arg("num_experts"), py::arg("active_num"),
         py::arg("capacity"));
   m.def("version", &moegrad_version);
+  m.def("context_info", &context_info, py::arg("context"));
+  py::list variables;
+  for (const char* name : moegrad::kContextVariables) variables.append(name);
+  m.attr("context_variables") = py::tuple(variables);
   m.def("isa_available", [](const std::string& name) {
     for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512})
       if (name == moegrad_isa_name(isa)) return moegrad_isa_available(isa) != 0;

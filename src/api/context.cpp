@@ -47,10 +47,11 @@ moegrad_status parse_isa(const char* text, moegrad_isa* isa) {
   return parse_choice("MOEGRAD_ISA", text, kNames, isa);
 }
 
+constexpr std::pair<const char*, plan::Engine> kEngineNames[] = {
+    {"auto", plan::Engine::kAuto}, {"packed", plan::Engine::kPacked}, {"rowvec", plan::Engine::kRowvec}};
+
 moegrad_status parse_engine(const char* text, plan::Engine* engine) {
-  static const std::pair<const char*, plan::Engine> kNames[] = {
-      {"auto", plan::Engine::kAuto}, {"packed", plan::Engine::kPacked}, {"rowvec", plan::Engine::kRowvec}};
-  return parse_choice("MOEGRAD_ENGINE", text, kNames, engine);
+  return parse_choice("MOEGRAD_ENGINE", text, kEngineNames, engine);
 }
 
 // A cache size in bytes from the environment variable `name`, if set.
@@ -120,6 +121,24 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
       s != MOEGRAD_STATUS_SUCCESS)
     return s;
   return ctx->resize_pool();
+}
+
+ContextInfo describe_context(const moegrad_context& ctx) {
+  ContextInfo info;
+  info.isa = ctx.isa.load();
+  const moegrad_isa isas[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
+  for (size_t i = 0; i < 3; ++i) info.isa_available[i] = kernels::gemm_kernels_for(isas[i]) != nullptr;
+  const runtime::CpuFeatures& cpu = runtime::cpu_features();
+  info.avx512bf16 = cpu.avx512bf16;
+  info.threads = ctx.num_threads.load();
+  for (const auto& [name, value] : kEngineNames) {
+    if (value == ctx.engine) info.engine = name;
+  }
+  info.caches = ctx.caches;
+  info.caches_cap = plan::CacheSizes{};  // grad_x_plan.cpp fits blocks to at most these
+  info.os_l1d = cpu.l1d_bytes;
+  info.os_l2 = cpu.l2_bytes;
+  return info;
 }
 
 moegrad_status default_context(const moegrad_context** ctx) {

@@ -33,9 +33,26 @@ struct moegrad_context {
 
 namespace moegrad {
 
-// Fills ctx from the CPU and the environment (MOEGRAD_NUM_THREADS,
-// MOEGRAD_ISA, MOEGRAD_ENGINE, MOEGRAD_L1D_BYTES, MOEGRAD_L2_BYTES).
+// The environment variables a context reads when it is created.
+inline constexpr const char* kContextVariables[] = {"MOEGRAD_NUM_THREADS", "MOEGRAD_ISA", "MOEGRAD_ENGINE",
+                                                    "MOEGRAD_L1D_BYTES", "MOEGRAD_L2_BYTES"};
+
+// Fills ctx from the CPU and the environment (kContextVariables).
 moegrad_status init_context_from_env(moegrad_context* ctx);
+
+// What a context resolved to, beside what the CPU and OS offer: for reports
+// (`moegrad info`, moegrad.info() in Python), never for decisions.
+struct ContextInfo {
+  moegrad_isa isa = MOEGRAD_ISA_SCALAR;
+  bool isa_available[3] = {};        // scalar, avx2, avx512: the CPU and OS run it
+  bool avx512bf16 = false;           // vdpbf16ps, for the fast bf16 mode
+  int32_t threads = 1;
+  const char* engine = "auto";       // as MOEGRAD_ENGINE names it
+  plan::CacheSizes caches;           // what the plan fits its blocks to...
+  plan::CacheSizes caches_cap;       // ...at most (larger caches do not grow them)
+  size_t os_l1d = 0, os_l2 = 0;      // what the OS reports; 0 when nothing
+};
+ContextInfo describe_context(const moegrad_context& ctx);
 
 // The process-wide context used when NULL is passed (created on first use).
 moegrad_status default_context(const moegrad_context** ctx);

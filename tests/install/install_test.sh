@@ -53,7 +53,7 @@ expected=(
   "$libdir/cmake/moegrad/moegradTargets.cmake" "$libdir/pkgconfig/moegrad.pc"
 )
 if [ -n "$python" ]; then
-  expected+=("$pydir/moegrad/__init__.py" "$pydir/moegrad/torch.py")
+  expected+=("$pydir/moegrad/__init__.py" "$pydir/moegrad/__main__.py" "$pydir/moegrad/torch.py")
 fi
 module=${MOEGRAD_TEST_BENCH_MODULE:-}
 if [ -n "$module" ]; then

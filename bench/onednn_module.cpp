@@ -6,10 +6,8 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <exception>
 #include <map>
-#include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>

@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <system_error>
-#include <utility>
 
 #include "cli_error.h"
 #include "moegrad/moegrad.h"

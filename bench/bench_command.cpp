@@ -17,9 +17,9 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "cli_error.h"
-#include "cpu_model.h"
 #include "fma_peak.h"
 #include "onednn_nonfused.h"
+#include "runtime/cpu_model.h"
 
 namespace moegrad::bench {
 namespace {
@@ -42,7 +42,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   if (options.threads.empty()) options.threads = default_threads();
 
   MachineInfo machine;
-  machine.cpu = cpu_model();
+  machine.cpu = runtime::cpu_model();
   machine.isa = moegrad_isa_name(moegrad::Context().isa());
   machine.onednn = OnednnNonfused::version();
   if (machine.onednn.empty()) machine.onednn = "no oneDNN: " + OnednnNonfused::unavailable_reason();

@@ -8,16 +8,12 @@
 #include <moegrad/moegrad.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <moegrad/moegrad.hpp>
-#include <optional>
 #include <string>
-#include <vector>
 
 #include "api/context.h"
 #include "cli_error.h"
 #include "commands.h"
-#include "cpu_model.h"
 #include "flags.h"
 #include "json_string.h"
 #include "onednn_nonfused.h"
@@ -38,33 +34,17 @@ constexpr char kHelp[] =
     "  --json   one JSON object instead of the text\n";
 
 struct Info {
-  std::string cpu, onednn, onednn_unavailable;
+  std::string onednn, onednn_unavailable;
   ContextInfo context;
-  std::vector<std::optional<std::string>> variables;  // kContextVariables' values
 };
 
 Info gather() {
   Info info;
   const moegrad::Context ctx;  // throws moegrad::Error on a malformed variable
   info.context = describe_context(*ctx.get());
-  info.cpu = bench::cpu_model();
-  for (const char* name : kContextVariables) {
-    const char* value = std::getenv(name);
-    info.variables.push_back(value != nullptr ? std::optional<std::string>(value) : std::nullopt);
-  }
   info.onednn = bench::OnednnNonfused::version();
   if (info.onednn.empty()) info.onednn_unavailable = bench::OnednnNonfused::unavailable_reason();
   return info;
-}
-
-// The ISA paths this CPU runs, by name.
-std::vector<std::string> isas_available(const ContextInfo& c) {
-  const moegrad_isa isas[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
-  std::vector<std::string> names;
-  for (size_t i = 0; i < 3; ++i) {
-    if (c.isa_available[i]) names.emplace_back(moegrad_isa_name(isas[i]));
-  }
-  return names;
 }
 
 std::string kib(size_t bytes) { return bytes == 0 ? "none" : std::to_string(bytes / 1024) + " KiB"; }
@@ -72,9 +52,9 @@ std::string kib(size_t bytes) { return bytes == 0 ? "none" : std::to_string(byte
 void print_human(const Info& info) {
   const ContextInfo& c = info.context;
   std::printf("moegrad %s\n", moegrad_version());
-  std::printf("  cpu        %s\n", info.cpu.c_str());
+  std::printf("  cpu        %s\n", c.cpu.c_str());
   std::string isas;
-  for (const std::string& isa : isas_available(c)) isas += (isas.empty() ? "" : " ") + isa;
+  for (const char* isa : c.isa_available) isas += std::string(isas.empty() ? "" : " ") + isa;
   std::printf("  isa        %s (this CPU runs: %s; AVX512_BF16 for fast bf16: %s)\n", moegrad_isa_name(c.isa),
               isas.c_str(), c.avx512bf16 ? "yes" : "no");
   std::printf("  threads    %d\n", c.threads);
@@ -84,9 +64,8 @@ void print_human(const Info& info) {
               kib(c.caches_cap.l1d).c_str(), kib(c.caches_cap.l2).c_str());
   std::printf("  engine     %s\n", c.engine);
   std::string set;
-  for (size_t i = 0; i < info.variables.size(); ++i) {
-    if (info.variables[i])
-      set += std::string(set.empty() ? "" : " ") + kContextVariables[i] + "=" + *info.variables[i];
+  for (const auto& [name, value] : c.environment) {
+    if (value) set += std::string(set.empty() ? "" : " ") + name + "=" + *value;
   }
   std::printf("  env        %s\n", set.empty() ? "no MOEGRAD_* variable set" : set.c_str());
   if (info.onednn.empty()) {
@@ -104,15 +83,14 @@ void print_json(const Info& info) {
   std::printf("{\n  \"version\": ");
   text(moegrad_version());
   key("cpu");
-  text(info.cpu);
+  text(c.cpu);
   key("isa");
   text(moegrad_isa_name(c.isa));
   key("isa_available");
   std::printf("[");
-  const std::vector<std::string> isas = isas_available(c);
-  for (size_t i = 0; i < isas.size(); ++i) {
+  for (size_t i = 0; i < c.isa_available.size(); ++i) {
     if (i) std::printf(", ");
-    text(isas[i]);
+    text(c.isa_available[i]);
   }
   std::printf("]");
   key("avx512_bf16");
@@ -131,9 +109,11 @@ void print_json(const Info& info) {
   bytes_or_null(c.os_l2);
   key("environment");
   std::printf("{");
-  for (size_t i = 0; i < info.variables.size(); ++i) {
-    std::printf("%s\"%s\": ", i ? ", " : "", kContextVariables[i]);
-    info.variables[i] ? text(*info.variables[i]) : static_cast<void>(std::printf("null"));
+  const char* sep = "";
+  for (const auto& [name, value] : c.environment) {
+    std::printf("%s\"%s\": ", sep, name);
+    value ? text(*value) : static_cast<void>(std::printf("null"));
+    sep = ", ";
   }
   std::printf("}");
   key("onednn");

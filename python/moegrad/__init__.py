@@ -54,23 +54,7 @@ def info(context=None):
     Without `context`, a fresh context is made from the environment, so a
     malformed variable raises moegrad.Error. Attach it to bug reports:
     `python3 -m moegrad` prints it as JSON."""
-    import os
-
-    result = {"version": __version__, "cpu": _cpu_model()}
-    result.update(_C.context_info(context if context is not None else Context()))
-    result["environment"] = {name: os.environ.get(name) for name in _C.context_variables}
-    return result
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
+    return {"version": __version__, **_C.context_info(context if context is not None else Context())}
 
 
 def _context(context):

@@ -139,17 +139,15 @@ void grad_x(py::handle grad_y, py::handle weight, py::handle expanded_row_idx, p
 }
 
 // What `context` resolved to, beside what the CPU and OS offer (the keys of
-// `moegrad info --json` that describe the context; moegrad.info() adds the
-// rest).
+// `moegrad info --json` that describe them; moegrad.info() adds the
+// version).
 py::dict context_info(const Context& context) {
   const moegrad::ContextInfo c = moegrad::describe_context(*context.get());
   py::list isas;
-  const moegrad_isa all[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
-  for (size_t i = 0; i < 3; ++i) {
-    if (c.isa_available[i]) isas.append(moegrad_isa_name(all[i]));
-  }
+  for (const char* isa : c.isa_available) isas.append(isa);
   auto bytes_or_none = [](size_t b) { return b == 0 ? py::object(py::none()) : py::object(py::int_(b)); };
   py::dict d;
+  d["cpu"] = c.cpu;
   d["isa"] = moegrad_isa_name(c.isa);
   d["isa_available"] = isas;
   d["avx512_bf16"] = c.avx512bf16;
@@ -159,6 +157,13 @@ py::dict context_info(const Context& context) {
   d["l2_bytes"] = c.caches.l2;
   d["os_l1d_bytes"] = bytes_or_none(c.os_l1d);
   d["os_l2_bytes"] = bytes_or_none(c.os_l2);
+  // Decoded as os.environ decodes them, so no byte makes this raise.
+  py::dict environment;
+  for (const auto& [name, value] : c.environment) {
+    environment[name] = value ? py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefault(value->c_str()))
+                              : py::object(py::none());
+  }
+  d["environment"] = environment;
   return d;
 }
 
@@ -202,9 +207,6 @@ PYBIND11_MODULE(_moegrad, m) {
         py::arg("capacity"));
   m.def("version", &moegrad_version);
   m.def("context_info", &context_info, py::arg("context"));
-  py::list variables;
-  for (const char* name : moegrad::kContextVariables) variables.append(name);
-  m.attr("context_variables") = py::tuple(variables);
   m.def("isa_available", [](const std::string& name) {
     for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512})
       if (name == moegrad_isa_name(isa)) return moegrad_isa_available(isa) != 0;

@@ -14,6 +14,7 @@
 #include "api/error.h"
 #include "kernels/gemm_kernels.h"
 #include "runtime/cpu_features.h"
+#include "runtime/cpu_model.h"
 
 namespace moegrad {
 namespace {
@@ -125,9 +126,11 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
 
 ContextInfo describe_context(const moegrad_context& ctx) {
   ContextInfo info;
+  info.cpu = runtime::cpu_model();
   info.isa = ctx.isa.load();
-  const moegrad_isa isas[] = {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
-  for (size_t i = 0; i < 3; ++i) info.isa_available[i] = kernels::gemm_kernels_for(isas[i]) != nullptr;
+  for (const moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    if (kernels::gemm_kernels_for(isa) != nullptr) info.isa_available.push_back(moegrad_isa_name(isa));
+  }
   const runtime::CpuFeatures& cpu = runtime::cpu_features();
   info.avx512bf16 = cpu.avx512bf16;
   info.threads = ctx.num_threads.load();
@@ -138,6 +141,10 @@ ContextInfo describe_context(const moegrad_context& ctx) {
   info.caches_cap = plan::CacheSizes{};  // grad_x_plan.cpp fits blocks to at most these
   info.os_l1d = cpu.l1d_bytes;
   info.os_l2 = cpu.l2_bytes;
+  for (const char* name : kContextVariables) {
+    const char* value = std::getenv(name);
+    info.environment.emplace_back(name, value != nullptr ? std::optional<std::string>(value) : std::nullopt);
+  }
   return info;
 }
 

@@ -4,6 +4,10 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "moegrad/moegrad.h"
 #include "plan/cache_sizes.h"
@@ -43,14 +47,17 @@ moegrad_status init_context_from_env(moegrad_context* ctx);
 // What a context resolved to, beside what the CPU and OS offer: for reports
 // (`moegrad info`, moegrad.info() in Python), never for decisions.
 struct ContextInfo {
+  std::string cpu;                   // the model name (runtime/cpu_model.h)
   moegrad_isa isa = MOEGRAD_ISA_SCALAR;
-  bool isa_available[3] = {};        // scalar, avx2, avx512: the CPU and OS run it
+  std::vector<const char*> isa_available;  // names of the paths the CPU and OS run, best last
   bool avx512bf16 = false;           // vdpbf16ps, for the fast bf16 mode
   int32_t threads = 1;
   const char* engine = "auto";       // as MOEGRAD_ENGINE names it
   plan::CacheSizes caches;           // what the plan fits its blocks to...
   plan::CacheSizes caches_cap;       // ...at most (larger caches do not grow them)
   size_t os_l1d = 0, os_l2 = 0;      // what the OS reports; 0 when nothing
+  // kContextVariables and their values now (unset: nullopt).
+  std::vector<std::pair<const char*, std::optional<std::string>>> environment;
 };
 ContextInfo describe_context(const moegrad_context& ctx);
 

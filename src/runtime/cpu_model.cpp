@@ -1,9 +1,9 @@
-#include "cpu_model.h"
+#include "runtime/cpu_model.h"
 
 #include <cstdio>
 #include <cstring>
 
-namespace moegrad::bench {
+namespace moegrad::runtime {
 
 std::string cpu_model() {
   std::FILE* f = std::fopen("/proc/cpuinfo", "r");
@@ -23,4 +23,4 @@ std::string cpu_model() {
   return model;
 }
 
-}  // namespace moegrad::bench
+}  // namespace moegrad::runtime

@@ -28,7 +28,14 @@ std::string status_name(moegrad_status s) {
 
 void check(moegrad_status s) {
   if (s == MOEGRAD_STATUS_SUCCESS) return;
-  py::object error = py::handle(g_error_type)(std::string(moegrad_last_error_message()));
+  // A message may quote raw bytes (an environment variable's value), so they
+  // are decoded leniently: a strict decode would raise UnicodeDecodeError
+  // instead of moegrad.Error.
+  const std::string text = moegrad_last_error_message();
+  const py::object message = py::reinterpret_steal<py::object>(
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
+  if (!message) throw py::error_already_set();
+  py::object error = py::handle(g_error_type)(message);
   error.attr("status") = status_name(s);
   error.attr("code") = static_cast<int>(s);
   PyErr_SetObject(g_error_type, error.ptr());

@@ -206,6 +206,13 @@ def test_a_new_context_keeps_the_environments_isa_and_threads(monkeypatch):
     assert context.isa == best
 
 
+def test_a_malformed_variable_with_any_bytes_raises_moegrad_error(monkeypatch):
+    monkeypatch.setenv("MOEGRAD_ENGINE", "fast\udcff")  # the byte 0xff, not UTF-8
+    with pytest.raises(moegrad.Error, match=r"MOEGRAD_ENGINE='fast\\xff'") as e:
+        moegrad.Context()
+    assert e.value.status == "MOEGRAD_STATUS_INVALID_ARGUMENT"
+
+
 def test_context_settings():
     ctx = moegrad.Context(num_threads=3, isa="scalar")
     assert ctx.num_threads == 3 and ctx.isa == "scalar"

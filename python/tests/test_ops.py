@@ -1,6 +1,8 @@
 """Every operator against the float64 PyTorch reference, from numpy and from
 torch, on random routings with empty experts and dropped slots."""
 
+import os
+import signal
 import threading
 import time
 
@@ -227,3 +229,35 @@ def test_context_settings():
     moegrad.set_num_threads(1)
     assert moegrad.get_num_threads() == 1
     moegrad.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("context", ["default", "explicit"])
+def test_a_forked_child_computes_on_the_parents_contexts(context):
+    """multiprocessing's fork start method and DataLoader workers fork after
+    the parent has run: the child inherits the contexts but not their worker
+    threads, and must still compute, with the parent's bits."""
+    batch, top_k, G, K, N = 64, 2, 4, 48, 40
+    experts = ref.random_experts(batch, top_k, G)
+    _, idx, gl = moegrad.moe_init_routing(rand((batch, 1), "float32"), experts, G)
+    gy, w = rand((int(gl.sum()), N), "float32"), rand((G, K, N), "float32")
+    ctx = None if context == "default" else moegrad.Context(num_threads=3)
+    want = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=ctx).numpy()  # the pool has started
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest code from here on
+        status = 1
+        try:
+            os.close(read)
+            signal.alarm(60)  # a hang becomes SIGALRM
+            got = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=ctx).numpy()
+            os.write(write, got.tobytes())
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        data = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"the child died of signal {os.WTERMSIG(status)} (14: it hung)"
+    assert os.WEXITSTATUS(status) == 0
+    assert np.frombuffer(data, dtype=np.float32).tobytes() == want.tobytes()

@@ -170,18 +170,32 @@ moegrad_status default_context(const moegrad_context** ctx) {
 
 }  // namespace moegrad
 
-std::shared_ptr<moegrad::runtime::ThreadPool> moegrad_context::pool() const {
+moegrad_status moegrad_context::pool(std::shared_ptr<moegrad::runtime::ThreadPool>* out) const {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  return pool_;
+  // A context copied into a child by fork() (Python's multiprocessing, a
+  // DataLoader worker) starts its own workers there.
+  if (!pool_ || pool_->forked()) {
+    if (auto s = start_pool(num_threads)) return s;
+  }
+  *out = pool_;
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 moegrad_status moegrad_context::resize_pool() {
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_ && pool_->size() == num_threads) return MOEGRAD_STATUS_SUCCESS;
+  if (pool_ && !pool_->forked() && pool_->size() == num_threads) return MOEGRAD_STATUS_SUCCESS;
+  return start_pool(num_threads);
+}
+
+moegrad_status moegrad_context::start_pool(int32_t threads) const {
+  using moegrad::runtime::ThreadPool;
   try {
-    pool_ = std::make_shared<moegrad::runtime::ThreadPool>(num_threads);
+    // A pool inherited through fork() is left allocated: see ThreadPool::forked.
+    pool_ = std::shared_ptr<ThreadPool>(new ThreadPool(threads), [](ThreadPool* p) {
+      if (!p->forked()) delete p;
+    });
   } catch (const std::exception& e) {  // bad_alloc, or std::system_error from std::thread
-    return moegrad::fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot start a pool of %d threads: %s", num_threads.load(), e.what());
+    return moegrad::fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot start a pool of %d threads: %s", threads, e.what());
   }
   return MOEGRAD_STATUS_SUCCESS;
 }

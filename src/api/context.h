@@ -26,13 +26,16 @@ struct moegrad_context {
   moegrad::plan::CacheSizes caches;  // the OS's or MOEGRAD_L1D_BYTES / MOEGRAD_L2_BYTES; fixed at creation
 
   // The pool of num_threads threads (rebuilt by set_num_threads when that
-  // changes, so a run itself never allocates).
-  std::shared_ptr<moegrad::runtime::ThreadPool> pool() const;
+  // changes, so a run itself never allocates, except for the first run in a
+  // forked child, which starts that process's own workers).
+  moegrad_status pool(std::shared_ptr<moegrad::runtime::ThreadPool>* out) const;
   moegrad_status resize_pool();
 
  private:
+  moegrad_status start_pool(int32_t threads) const;  // pool_mutex_ held
+
   mutable std::mutex pool_mutex_;
-  std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
+  mutable std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
 };
 
 namespace moegrad {

@@ -75,9 +75,10 @@ moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_e
     return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: workspace is NULL but %zu bytes are needed",
                 executor->plan.workspace_bytes);
   if (auto s = moegrad::resolve_context(ctx, &ctx)) return s;
+  std::shared_ptr<moegrad::runtime::ThreadPool> pool;
+  if (auto s = ctx->pool(&pool)) return s;
   if (executor->used.exchange(true))
     return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_grad_x: this executor was already run; plan again");
-  auto pool = ctx->pool();
   if (auto s = moegrad::driver::run_grad_x(executor->problem, executor->plan, workspace, *pool, ctx->num_threads))
     return s;
   moegrad::clear_last_error();

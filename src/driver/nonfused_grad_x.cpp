@@ -19,7 +19,8 @@ moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_co
     return fail(MOEGRAD_STATUS_NULL_POINTER, "nonfused_grad_x: d_expanded_x is NULL");
   std::unique_ptr<std::byte[]> ws(new (std::nothrow) std::byte[ex.plan.workspace_bytes]);
   if (!ws) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate a %zu-byte workspace", ex.plan.workspace_bytes);
-  auto pool = ctx->pool();
+  std::shared_ptr<runtime::ThreadPool> pool;
+  if (auto s = ctx->pool(&pool)) return s;
   return run_nonfused_grad_x(ex.problem, ex.plan, ws.get(), *pool, ctx->num_threads, d_expanded_x);
 }
 

@@ -2,6 +2,8 @@
 // planned, run and run-once the same way.
 #include "ops/op_api.h"
 
+#include <memory>
+
 #include "api/executor.h"
 #include "ops/grouped_matmul.h"
 #include "ops/grouped_matmul_weight_grad.h"
@@ -55,9 +57,10 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
   if (workspace == nullptr && needed > 0)
     return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_%s: workspace is NULL but %zu bytes are needed", name, needed);
   if (auto s = resolve_context(ctx, &ctx)) return s;
+  std::shared_ptr<runtime::ThreadPool> pool;
+  if (auto s = ctx->pool(&pool)) return s;
   if (executor->used.exchange(true))
     return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_%s: this executor was already run; plan again", name);
-  auto pool = ctx->pool();
   const int threads = std::min<int>(ctx->num_threads, executor->op->workers());
   if (auto s = executor->op->run(workspace, *pool, threads)) return s;
   clear_last_error();

@@ -1,16 +1,27 @@
 #include "runtime/thread_pool.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace moegrad::runtime {
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads) : owner_pid_(::getpid()) {
   const int spawn = std::max(num_threads, 1) - 1;
-  threads_.reserve(spawn);
-  for (int i = 0; i < spawn; ++i) threads_.emplace_back([this, i] { worker_loop(i + 1); });
+  threads_.reserve(static_cast<size_t>(spawn));
+  try {
+    for (int i = 0; i < spawn; ++i) threads_.emplace_back([this, i] { worker_loop(i + 1); });
+  } catch (...) {
+    // The process ran out of threads part-way: the ones started must be
+    // joined, or destroying them would call std::terminate.
+    stop_and_join();
+    throw;
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_and_join(); }
+
+void ThreadPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
@@ -18,6 +29,8 @@ ThreadPool::~ThreadPool() {
   start_cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
+
+bool ThreadPool::forked() const { return ::getpid() != owner_pid_; }
 
 void ThreadPool::run(int workers, Job job) {
   std::lock_guard<std::mutex> run_lock(run_mutex_);

@@ -5,6 +5,8 @@
 // determinism contract never depends on which thread does which work item.
 #pragma once
 
+#include <sys/types.h>
+
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -22,6 +24,13 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return static_cast<int>(threads_.size()) + 1; }
+
+  // True in a process forked after this pool started: fork() copies only the
+  // calling thread, so the workers exist in the parent alone. Such a pool
+  // can neither run (it would wait for them forever) nor be destroyed (there
+  // is nothing to join, and its condition variables count waiters that live
+  // in the parent): its owner leaves it allocated and starts a new one.
+  bool forked() const;
 
   // A borrowed callable (no allocation, unlike std::function): fn(ctx, w).
   struct Job {
@@ -42,6 +51,7 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void stop_and_join();
 
   std::mutex run_mutex_;  // one run at a time
   std::mutex mutex_;
@@ -53,6 +63,7 @@ class ThreadPool {
   uint64_t generation_ = 0; // bumped per job
   bool stop_ = false;
   std::vector<std::thread> threads_;
+  pid_t owner_pid_;  // the process that started the workers
 };
 
 }  // namespace moegrad::runtime

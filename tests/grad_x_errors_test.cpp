@@ -6,11 +6,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "problem.h"
+#include "reference.h"
 #include "runner.h"
 
 namespace mgt {
@@ -501,6 +506,70 @@ TEST(Errors, GradXStridesNegativeOrOverlapping) {
     f.call.grad_x.strides = strides;
     expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {"grad_x"});
   }
+}
+
+// grad_x sharing bytes with an input would feed partial sums back into the
+// sums (the driver zeroes and accumulates it while reading the inputs). Each
+// input is copied into a buffer whose last element grad_x also covers: the
+// call fails and the buffer is unchanged. One byte further on, the two are
+// disjoint and the call succeeds.
+TEST(Errors, GradXSharesBytesWithAnInput) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list"};
+  for (int t = 0; t < 4; ++t) {
+    for (bool touching : {true, false}) {
+      SCOPED_TRACE(std::string(names[t]) + (touching ? ", last element shared" : ", adjacent"));
+      Fixture f(base_spec());
+      DLTensor* inputs[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list};
+      DLTensor& in = *inputs[t];
+      ASSERT_EQ(in.strides, nullptr) << "the test assumes compact inputs";
+      size_t elem = in.dtype.bits / 8, in_bytes = elem;
+      for (int d = 0; d < in.ndim; ++d) in_bytes *= static_cast<size_t>(in.shape[d]);
+      const size_t gx_bytes = static_cast<size_t>(f.call.grad_x.shape[0] * f.call.grad_x.shape[1]) * sizeof(float);
+      std::vector<float> buffer((in_bytes + gx_bytes) / sizeof(float) + 2, 0.0f);
+      auto* bytes = reinterpret_cast<unsigned char*>(buffer.data());
+      std::copy_n(static_cast<const unsigned char*>(in.data) + in.byte_offset, in_bytes, bytes);
+      in.data = bytes;
+      in.byte_offset = 0;
+      const size_t gx_offset = (touching ? in_bytes - 1 : in_bytes) / sizeof(float) * sizeof(float);
+      f.call.grad_x.data = bytes + (touching ? gx_offset : (in_bytes + 3) / 4 * 4);
+      f.call.grad_x.strides = nullptr;
+      f.call.grad_x.byte_offset = 0;
+      const std::vector<float> before = buffer;
+      const Outcome out = run_call(f.call.args);
+      if (!touching) {
+        EXPECT_EQ(out.status, MOEGRAD_STATUS_SUCCESS) << out.describe();
+        continue;
+      }
+      EXPECT_EQ(out.status, MOEGRAD_STATUS_ALIASING) << out.describe();
+      EXPECT_EQ(out.phase, "plan");
+      EXPECT_NE(out.message.find("grad_x"), std::string::npos) << out.message;
+      EXPECT_NE(out.message.find(names[t]), std::string::npos) << out.message;
+      EXPECT_EQ(std::memcmp(before.data(), buffer.data(), buffer.size() * sizeof(float)), 0)
+          << "a failing call wrote into the buffer";
+    }
+  }
+}
+
+// Strides whose elements are all distinct although a row stride is smaller
+// than a whole row of the other dimension: [2, 3] with strides [5, 2] puts
+// the elements at 0, 2, 4, 5, 7, 9.
+TEST(Errors, InterleavedButDistinctGradXStridesAreAccepted) {
+  ProblemSpec spec = make_spec({.batch = 2, .top_k = 1, .experts = 1, .K = 3, .N = 4}, 0, 1.0, 1);
+  spec.values = Values::kSmallInt;
+  Problem p(spec);
+  HostTensor grad_x = p.make_grad_x();
+  Call call(p, grad_x);
+  std::vector<float> buffer(10, std::numeric_limits<float>::quiet_NaN());
+  int64_t strides[] = {5, 2};
+  call.grad_x.data = buffer.data();
+  call.grad_x.byte_offset = 0;
+  call.grad_x.strides = strides;
+  const Outcome out = run_call(call.args);
+  ASSERT_EQ(out.status, MOEGRAD_STATUS_SUCCESS) << out.describe();
+  const Reference64 ref = reference_f64(p);  // small integers: exact in f32
+  for (size_t b = 0; b < 2; ++b)
+    for (size_t k = 0; k < 3; ++k) EXPECT_EQ(buffer[b * 5 + k * 2], ref.value[b * 3 + k]) << b << "," << k;
+  for (size_t gap : {1u, 3u, 6u, 8u}) EXPECT_TRUE(std::isnan(buffer[gap])) << "element " << gap << " was written";
 }
 
 TEST(Errors, TensorNotOnCpu) {

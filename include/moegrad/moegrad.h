@@ -98,7 +98,7 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_M_MISMATCH = 107,           /* x.shape[0] != grad_y.shape[0] */
   MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32 = 108, /* accumulate into a grad_weight that is not float32 */
   MOEGRAD_STATUS_BAD_ACCUMULATE = 109,       /* accumulate not 0 or 1 */
-  MOEGRAD_STATUS_ALIASING = 110              /* an output overlaps an input or another output */
+  MOEGRAD_STATUS_ALIASING = 110              /* an output (grad_x too) overlaps an input or another output */
 } moegrad_status;
 
 /* Instruction-set paths. All give bitwise identical grad_x (SPEC §5). */
@@ -176,7 +176,7 @@ typedef struct moegrad_grad_x_args {
   const DLTensor* weight;           /* [G, K, N] same dtype as grad_y */
   const DLTensor* expanded_row_idx; /* [L]       int32 | int64 */
   const DLTensor* group_list;       /* [G]       int32 | int64 */
-  const DLTensor* grad_x;           /* [batch, K] float32, output */
+  const DLTensor* grad_x;           /* [batch, K] float32, output; no byte shared with an input */
   int64_t batch;                    /* > 0 */
   int64_t top_k;                    /* > 0 */
   int32_t row_idx_type;             /* moegrad_row_idx_type */

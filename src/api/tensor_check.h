@@ -33,4 +33,22 @@ bool is_float_dtype(DLDataType t, DType* out);
 // int32 or int64, else BAD_DTYPE naming the tensor.
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64);
 
+// The bytes [first, last] the elements of a checked tensor touch; none when
+// a dimension is 0.
+struct ByteSpan {
+  uintptr_t first = 0, last = 0;
+  bool empty = true;
+};
+ByteSpan byte_span(const Layout& l, int rank, int64_t elem_bytes);
+
+// For an output: with the dimensions of more than one element taken by
+// increasing stride, each stride must step past the whole extent of the
+// ones before it (which makes every element's address distinct, and no
+// stride negative). The first dimension that does not, or -1.
+int overlapping_dim(const Layout& l, int rank);
+
+// ALIASING naming both tensors if an output shares a byte with another.
+moegrad_status check_disjoint(const char* out_name, const ByteSpan& out, const char* other_name,
+                              const ByteSpan& other);
+
 }  // namespace moegrad

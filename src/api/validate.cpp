@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 
 #include "api/error.h"
 #include "api/tensor_check.h"
@@ -86,22 +87,43 @@ moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_i
               static_cast<unsigned>(t->dtype.code), static_cast<unsigned>(t->dtype.bits));
 }
 
-namespace {
-
-// grad_x is written, so no two of its elements may share an address: with
-// strides sorted by size, each must step past the whole extent of the smaller.
-bool non_overlapping_2d(const Layout& l) {
-  if (l.shape[0] <= 1 || l.shape[1] <= 1) {
-    const int d = l.shape[0] <= 1 ? 1 : 0;  // the only dim that may have > 1 element
-    return l.shape[d] <= 1 || l.stride[d] > 0;
+ByteSpan byte_span(const Layout& l, int rank, int64_t elem_bytes) {
+  ByteSpan span;
+  intptr_t lo = 0, hi = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (l.shape[d] == 0) return span;
+    const intptr_t step = static_cast<intptr_t>(l.stride[d]) * (l.shape[d] - 1) * elem_bytes;  // bounded by check_tensor
+    (step < 0 ? lo : hi) += step;
   }
-  if (l.stride[0] <= 0 || l.stride[1] <= 0) return false;
-  const int small = l.stride[0] < l.stride[1] ? 0 : 1;
-  const int big = 1 - small;
-  return l.stride[big] / l.shape[small] >= l.stride[small];
+  const auto base = reinterpret_cast<uintptr_t>(l.data);
+  span.first = base + static_cast<uintptr_t>(lo);
+  span.last = base + static_cast<uintptr_t>(hi) + static_cast<uintptr_t>(elem_bytes) - 1;
+  span.empty = false;
+  return span;
 }
 
-}  // namespace
+int overlapping_dim(const Layout& l, int rank) {
+  int order[3] = {0, 0, 0};
+  int n = 0;
+  for (int d = 0; d < rank; ++d)
+    if (l.shape[d] > 1) order[n++] = d;
+  for (int i = 1; i < n; ++i)  // insertion sort of at most 3
+    for (int j = i; j > 0 && l.stride[order[j]] < l.stride[order[j - 1]]; --j) std::swap(order[j], order[j - 1]);
+  int64_t extent = 0;  // the largest element offset spanned so far
+  for (int i = 0; i < n; ++i) {
+    const int d = order[i];
+    if (l.stride[d] <= extent) return d;
+    extent += l.stride[d] * (l.shape[d] - 1);  // cannot overflow: check_tensor bounded it
+  }
+  return -1;
+}
+
+moegrad_status check_disjoint(const char* out_name, const ByteSpan& out, const char* other_name,
+                              const ByteSpan& other) {
+  if (out.empty || other.empty || out.last < other.first || other.last < out.first) return MOEGRAD_STATUS_SUCCESS;
+  return fail(MOEGRAD_STATUS_ALIASING, "%s (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps %s (bytes %#" PRIxPTR
+              "..%#" PRIxPTR ")", out_name, out.first, out.last, other_name, other.first, other.last);
+}
 
 moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "args is NULL");
@@ -161,9 +183,16 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   if (gx.shape[0] != args->batch || gx.shape[1] != K)
     return fail(MOEGRAD_STATUS_GRAD_X_SHAPE, "grad_x.shape=[%" PRId64 ", %" PRId64 "] but [batch, K]=[%" PRId64 ", %" PRId64 "]",
                 gx.shape[0], gx.shape[1], args->batch, K);
-  if (!non_overlapping_2d(gx))
+  if (overlapping_dim(gx, 2) >= 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "] make elements overlap or are negative",
                 gx.stride[0], gx.stride[1]);
+  // The driver zeroes and accumulates grad_x while it still reads the
+  // inputs: a shared byte would feed partial sums back in.
+  const ByteSpan gx_bytes = byte_span(gx, 2, 4);
+  if (auto s = check_disjoint("grad_x", gx_bytes, "grad_y", byte_span(gy, 2, dtype_bytes(gy_type)))) return s;
+  if (auto s = check_disjoint("grad_x", gx_bytes, "weight", byte_span(w, 3, dtype_bytes(w_type)))) return s;
+  if (auto s = check_disjoint("grad_x", gx_bytes, "expanded_row_idx", byte_span(idx, 1, idx64 ? 8 : 4))) return s;
+  if (auto s = check_disjoint("grad_x", gx_bytes, "group_list", byte_span(gl, 1, gl64 ? 8 : 4))) return s;
 
   // §4.7 lengths.
   const int64_t L = idx.shape[0];

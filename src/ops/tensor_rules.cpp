@@ -1,6 +1,5 @@
 #include "ops/tensor_rules.h"
 
-#include <utility>
 #include <cinttypes>
 #include <string>
 
@@ -25,18 +24,6 @@ moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tenso
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-// [first, last] byte addresses the tensor's elements touch.
-void byte_range(const Tensor& t, uintptr_t* first, uintptr_t* last) {
-  intptr_t lo = 0, hi = 0;
-  for (int d = 0; d < t.rank; ++d) {
-    const intptr_t span = static_cast<intptr_t>(t.stride(d)) * (t.dim(d) - 1) * t.elem_bytes;
-    (span < 0 ? lo : hi) += span;
-  }
-  const auto base = reinterpret_cast<uintptr_t>(t.data());
-  *first = base + static_cast<uintptr_t>(lo);
-  *last = base + static_cast<uintptr_t>(hi) + static_cast<uintptr_t>(t.elem_bytes) - 1;
-}
-
 }  // namespace
 
 moegrad_status check_float_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, DType* dtype) {
@@ -59,22 +46,10 @@ moegrad_status check_output_dtype(DType out, DType input, const char* name, cons
 }
 
 moegrad_status check_writable(const Tensor& t) {
-  // Dimensions with more than one element, by increasing stride: each must
-  // step past the whole extent of the ones before it.
-  int order[3] = {0, 0, 0};
-  int n = 0;
-  for (int d = 0; d < t.rank; ++d)
-    if (t.dim(d) > 1) order[n++] = d;
-  for (int i = 1; i < n; ++i)  // insertion sort of at most 3
-    for (int j = i; j > 0 && t.stride(order[j]) < t.stride(order[j - 1]); --j) std::swap(order[j], order[j - 1]);
-  int64_t extent = 0;  // largest element offset spanned so far
-  for (int i = 0; i < n; ++i) {
-    const int d = order[i];
-    if (t.stride(d) <= extent)
-      return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " makes elements overlap or is not positive",
-                  t.name, d, t.stride(d));
-    extent += t.stride(d) * (t.dim(d) - 1);  // cannot overflow: check_tensor bounded it
-  }
+  const int d = overlapping_dim(t.layout, t.rank);
+  if (d >= 0)
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " makes elements overlap or is not positive",
+                t.name, d, t.stride(d));
   return MOEGRAD_STATUS_SUCCESS;
 }
 
@@ -82,17 +57,12 @@ moegrad_status check_no_aliasing(const Tensor* const* outputs, int num_outputs, 
                                  int num_all) {
   for (int o = 0; o < num_outputs; ++o) {
     const Tensor& out = *outputs[o];
-    if (out.empty()) continue;
-    uintptr_t lo = 0, hi = 0;
-    byte_range(out, &lo, &hi);
+    const ByteSpan out_bytes = byte_span(out.layout, out.rank, out.elem_bytes);
     for (int a = 0; a < num_all; ++a) {
       const Tensor& other = *all[a];
-      if (&other == &out || other.empty()) continue;
-      uintptr_t other_lo = 0, other_hi = 0;
-      byte_range(other, &other_lo, &other_hi);
-      if (lo <= other_hi && other_lo <= hi)
-        return fail(MOEGRAD_STATUS_ALIASING, "%s (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps %s (bytes %#" PRIxPTR
-                    "..%#" PRIxPTR ")", out.name, lo, hi, other.name, other_lo, other_hi);
+      if (&other == &out) continue;
+      if (auto s = check_disjoint(out.name, out_bytes, other.name, byte_span(other.layout, other.rank, other.elem_bytes)))
+        return s;
     }
   }
   return MOEGRAD_STATUS_SUCCESS;

@@ -1,7 +1,10 @@
 #include "bench_options.h"
 
+#include <moegrad/moegrad.h>
+
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -83,7 +86,7 @@ const char kBenchHelp[] =
 namespace {
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4
-constexpr int kMaxThreads = 4096;                                 // the context's limit
+constexpr int kMaxThreads = MOEGRAD_MAX_THREADS;
 constexpr int kMaxReps = 1000;
 constexpr double kMaxMemoryGib = 1 << 20;  // 1 PiB: beyond any machine, short of overflowing uint64_t
 
@@ -146,6 +149,24 @@ void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
     if (d[0] * d[1] > kMaxDim) {
       usage("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
             " exceeds " + std::to_string(kMaxDim));
+    }
+    // Every buffer a path allocates (f32 the widest) has a size in 64 bits;
+    // whether it fits in memory is the runner's question.
+    const int64_t m = d[0] * d[1];
+    struct Buffer {
+      const char* what;
+      int64_t dims[3];  // 1 where the buffer has fewer
+    };
+    const Buffer buffers[] = {{"weight [G, K, N]", {d[2], d[3], d[4]}},
+                              {"grad_y [M, N]", {m, d[4], 1}},
+                              {"d_expanded_x [M, K]", {m, d[3], 1}},
+                              {"grad_x [batch, K]", {d[0], d[3], 1}}};
+    for (const Buffer& b : buffers) {
+      uint64_t bytes = sizeof(float);
+      for (const int64_t n : b.dims) {
+        if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(n), &bytes))
+          usage("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
+      }
     }
     std::string name;
     for (int i = 0; i < 5; ++i) {

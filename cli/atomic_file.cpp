@@ -1,48 +1,125 @@
 #include "atomic_file.h"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "cli_error.h"
 
 namespace moegrad::cli {
+namespace {
+
+// The temp files on disk, for the signal handlers: fixed storage (a handler
+// may not allocate), a slot is free (0), being filled (1) or live (2).
+struct TempSlot {
+  std::atomic<int> state{0};
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "a signal handler reads the slots");
+constexpr int kTempSlots = 4;
+TempSlot g_temp_slots[kTempSlots];
+
+// The slot now holding `path`, or -1 (no free slot, or too long a path: that
+// temp file is then only removed by the destructor).
+int register_temp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (g_temp_slots[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_temp_slots[i].path, path.c_str(), path.size() + 1);
+      g_temp_slots[i].state.store(2);
+      return i;
+    }
+  }
+  return -1;
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0);
+}
+
+}  // namespace
+
+void remove_temp_files_on_signal() noexcept {
+  // A slot whose file was just renamed or unlinked names nothing: unlink
+  // then fails harmlessly.
+  for (TempSlot& s : g_temp_slots)
+    if (s.state.load() == 2) ::unlink(s.path);
+}
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   const std::size_t slash = path_.rfind('/');
   const std::string base = slash == std::string::npos ? path_ : path_.substr(slash + 1);
-  dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : path_.substr(0, slash));
   if (base.empty() || base == "." || base == "..") data_error(path_ + ": not a file name");
 
   struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-    data_error(path_ + ": is a directory");
+  if (::stat(path_.c_str(), &st) == 0) {  // follows symbolic links
+    if (S_ISDIR(st.st_mode)) data_error(path_ + ": is a directory");
+    if (!S_ISREG(st.st_mode)) {
+      // Renaming over /dev/null or a named pipe would replace the node
+      // itself (as root, for every user of it): write into it instead, as a
+      // shell redirection does (a FIFO waits here for its reader).
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd_ < 0) data_error(path_ + ": cannot open for writing: " + std::strerror(errno));
+      return;
+    }
+    char* real = ::realpath(path_.c_str(), nullptr);
+    if (real == nullptr) data_error(path_ + ": cannot resolve the path: " + std::strerror(errno));
+    const std::string target(real);
+    std::free(real);
+    create_temp(target, &st);
+    return;
   }
+  struct stat link {};
+  if (::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
+    data_error(path_ + ": a symbolic link to a file that does not exist");
+  create_temp(path_, nullptr);
+}
+
+void AtomicFile::create_temp(const std::string& target, const struct stat* existing) {
+  target_ = target;
+  const std::size_t slash = target_.rfind('/');
+  const std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
+  dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : target_.substr(0, slash));
   // A hidden name that says who made it, unique per process and attempt;
   // O_EXCL makes a clash with any existing file a retry, never an overwrite.
   // Mode 0666 lets the umask decide, as for any file the user creates.
   for (int attempt = 0; attempt < 100; ++attempt) {
-    temp_path_ = dir_ + "/." + base + ".moegrad-tmp-" + std::to_string(::getpid()) + "-" +
-                 std::to_string(attempt);
+    temp_path_ = dir_ + "/." + base + ".moegrad-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
     fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) return;
+    if (fd_ >= 0) break;
     if (errno != EEXIST) {
       const int err = errno;
       temp_path_.clear();
       data_error(path_ + ": cannot create a file in " + dir_ + ": " + std::strerror(err));
     }
   }
-  temp_path_.clear();
-  data_error(path_ + ": cannot create a temporary file in " + dir_);
+  if (fd_ < 0) {
+    temp_path_.clear();
+    data_error(path_ + ": cannot create a temporary file in " + dir_);
+  }
+  temp_slot_ = register_temp(temp_path_);
+  if (existing != nullptr) {
+    // The replacement keeps the replaced file's owner (where we may set it:
+    // as root) and permission bits, so a private file stays private.
+    if (::fchown(fd_, existing->st_uid, existing->st_gid) != 0) {
+      // Not permitted for another user's file; its bits still apply.
+    }
+    if (::fchmod(fd_, existing->st_mode & 07777) != 0) fail("cannot set the permissions of the new file", errno);
+  }
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+  unregister_temp(temp_slot_);
 }
 
 void AtomicFile::fail(const std::string& what, int err) {
@@ -63,14 +140,22 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 }
 
 void AtomicFile::commit() {
+  const int fd = fd_;
+  if (temp_path_.empty()) {  // a device or FIFO, written in place
+    fd_ = -1;
+    if (::close(fd) != 0) fail("close failed", errno);
+    committed_ = true;
+    return;
+  }
   // fsync before rename: otherwise a crash can leave the new name pointing at
   // an empty or partial file.
-  if (::fsync(fd_) != 0) fail("fsync failed", errno);
-  const int fd = fd_;
+  if (::fsync(fd) != 0) fail("fsync failed", errno);
   fd_ = -1;
   if (::close(fd) != 0) fail("close failed", errno);
-  if (::rename(temp_path_.c_str(), path_.c_str()) != 0) fail("rename failed", errno);
+  if (::rename(temp_path_.c_str(), target_.c_str()) != 0) fail("rename failed", errno);
   committed_ = true;
+  unregister_temp(temp_slot_);
+  temp_slot_ = -1;
   // Makes the rename itself durable; failure here cannot undo the rename and
   // the data is already in place, so it is not an error.
   const int dir_fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -1,8 +1,17 @@
 // Write-then-rename: the output appears complete under its name or not at all.
 // The temp file lives in the destination directory (rename is only atomic
 // within one file system) and is removed by the destructor unless commit()
-// succeeded, so no error path - an exception included - leaves a file behind.
+// succeeded, so no error path - an exception included - leaves a file behind;
+// nor does SIGINT, SIGTERM or SIGHUP (cli/signals.h removes the temp files
+// still registered here before the process dies).
+//
+// What is replaced is the file the path names: a symbolic link stays and
+// the file it points to gets the new contents, with that file's permission
+// bits. A path naming a device or FIFO (/dev/stdout, a named pipe) cannot be
+// replaced: it is opened and written in place, without a temp file.
 #pragma once
+
+#include <sys/stat.h>
 
 #include <cstddef>
 #include <string>
@@ -11,25 +20,34 @@ namespace moegrad::cli {
 
 class AtomicFile {
  public:
-  // Creates the temp file now, so an unwritable destination fails before any
-  // long computation. Throws CliError (exit 1).
+  // Creates the temp file now (opens a device or FIFO now), so an
+  // unwritable destination fails before any long computation. Throws
+  // CliError (exit 1).
   explicit AtomicFile(std::string path);
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
   ~AtomicFile();
 
   void write(const void* data, std::size_t bytes);
-  // fsync, close, rename into place, fsync the directory.
+  // fsync, close, rename into place, fsync the directory (a device or FIFO:
+  // close).
   void commit();
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
+  void create_temp(const std::string& target, const struct stat* existing);
 
-  std::string path_;
-  std::string dir_;
-  std::string temp_path_;
+  std::string path_;       // as given, for messages
+  std::string target_;     // the file renamed over (path_ with symlinks resolved)
+  std::string dir_;        // target_'s directory
+  std::string temp_path_;  // empty when writing in place
   int fd_ = -1;
+  int temp_slot_ = -1;     // its entry in the signal handler's list
   bool committed_ = false;
 };
+
+// For the signal handlers (async-signal-safe): unlinks every temp file not
+// yet committed or removed.
+void remove_temp_files_on_signal() noexcept;
 
 }  // namespace moegrad::cli

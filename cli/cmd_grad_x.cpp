@@ -46,6 +46,9 @@ constexpr char kHelp[] =
     "  --threads N           worker threads (default: MOEGRAD_NUM_THREADS or all CPUs)\n"
     "  --out DX.npy          output, <f4 C-order [B, K]; written via a temp file in the\n"
     "                        same directory and renamed, so it appears only on success\n"
+    "                        (a symlink stays and its file is replaced, keeping that\n"
+    "                        file's permissions; a device or FIFO such as /dev/stdout\n"
+    "                        is written in place)\n"
     "\n"
     "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA);\n"
     "with --fast-bf16, for any --threads.\n"
@@ -105,7 +108,7 @@ int cmd_grad_x(std::span<char* const> args) {
   const std::string w_path = flags.required_text("--weight");
   const std::string idx_path = flags.required_text("--row-idx");
   const std::string gl_path = flags.required_text("--group-list");
-  const int64_t batch = flags.required_integer("--batch", 1, INT64_MAX);
+  const int64_t batch = flags.required_integer("--batch", 1, INT32_MAX);  // a dimension of grad_x (SPEC 4)
   const int64_t top_k = flags.required_integer("--top-k", 1, INT64_MAX);
   const std::string out_path = flags.required_text("--out");
   const int64_t row_idx_type = flags.integer("--row-idx-type", 0, 1).value_or(0);
@@ -113,7 +116,7 @@ int cmd_grad_x(std::span<char* const> args) {
   const bool bf16 = flags.has("--bf16");
   const bool fast_bf16 = flags.has("--fast-bf16");
   if (fast_bf16 && !bf16) usage_error("grad-x: --fast-bf16 applies to bf16 inputs only: pass --bf16 too");
-  const std::optional<int64_t> threads = flags.integer("--threads", 1, INT32_MAX);
+  const std::optional<int64_t> threads = flags.integer("--threads", 1, MOEGRAD_MAX_THREADS);
 
   AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
 

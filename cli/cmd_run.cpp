@@ -181,7 +181,7 @@ int cmd_run(std::span<char* const> args) {
       static_cast<uint64_t>(
           flags.integer("--seed", 0, std::numeric_limits<int64_t>::max()).value_or(kDefaultSeed)),
   };
-  const std::optional<int64_t> threads = flags.integer("--threads", 1, kMaxDim);
+  const std::optional<int64_t> threads = flags.integer("--threads", 1, MOEGRAD_MAX_THREADS);
   const bool json = flags.has("--json");
   if (shape.top_k > shape.experts) {
     usage_error("run: --top-k " + std::to_string(shape.top_k) + " exceeds --experts " +

@@ -13,6 +13,7 @@
 
 #include "cli_error.h"
 #include "commands.h"
+#include "signals.h"
 
 namespace moegrad::cli {
 namespace {
@@ -89,10 +90,12 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace moegrad::cli;
+  install_signal_handlers();
   try {
     const int status = dispatch(argc, argv);
-    // A full disk or closed pipe on stdout is an error too, not a silent success.
-    if (std::fflush(stdout) != 0) return report("cannot write to standard output", kExitFailure);
+    // A full disk or closed pipe on stdout is an error too, not a silent
+    // success (the error flag also catches a failed flush by the command).
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) return report("cannot write to standard output", kExitFailure);
     return status;
   } catch (const CliError& e) {
     return report(e.what(), e.exit_code());

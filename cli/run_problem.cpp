@@ -23,13 +23,27 @@ uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_byt
   return p;
 }
 
+// Every size the run will allocate fits, checked before the routing is
+// built (a few GB for a large batch).
+const RunShape& checked_shape(const RunShape& s) {
+  const int64_t m = s.batch * s.top_k;  // each < 2^31: no overflow
+  if (m > std::numeric_limits<int32_t>::max()) {
+    usage_error("run: M = batch * top_k = " + std::to_string(m) + " exceeds 2147483647 (SPEC 4)");
+  }
+  checked_bytes({m, s.n}, format_bytes(s.format), "grad_y");
+  checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight");
+  checked_bytes({s.batch, s.k}, sizeof(float), "grad_x");
+  checked_bytes({m, s.k}, sizeof(float), "d_expanded_x (non-fused path)");
+  return s;
+}
+
 constexpr uint64_t kGradYStream = 1;  // independent draws under one seed
 constexpr uint64_t kWeightStream = 2;
 
 }  // namespace
 
 RunProblem::RunProblem(const RunShape& s)
-    : shape_(s),
+    : shape_(checked_shape(s)),
       routing_(make_routing(s.batch, s.top_k, s.experts, s.seed)),
       grad_y_(checked_bytes({m(), s.n}, format_bytes(s.format), "grad_y"), "grad_y"),
       weight_(checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight"), "weight"),

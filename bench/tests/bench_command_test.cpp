@@ -483,6 +483,8 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
       {"--shape", "64,5,4,64,32"},  // top_k > G
       {"--shape", "64,2,4,0,32"},
       {"--shape", "2000000000,2,4,64,32"},  // M overflows int32
+      {"--shape", "1,1,8,1073741824,1073741824"},  // the weight's 2^64 bytes wrapped to 0 and crashed
+      {"--threads", "4097"},
       {"--dtype", "f64"},
       {"--dtype="},
       {"--max-memory", "0"},

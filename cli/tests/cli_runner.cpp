@@ -1,5 +1,7 @@
 #include "cli_runner.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -23,17 +25,19 @@ std::string slurp(const std::filesystem::path& p) {
 
 }  // namespace
 
-RunResult run_moegrad(const std::vector<std::string>& args) {
+Running::Running(const std::vector<std::string>& args, const char* stdout_path) {
   // Output goes to files rather than pipes: no deadlock on large output and
   // no polling loop.
   char out_tmpl[] = "/tmp/moegrad_cli_test_outXXXXXX";
   char err_tmpl[] = "/tmp/moegrad_cli_test_errXXXXXX";
-  const int out_fd = mkstemp(out_tmpl);
+  const int out_fd = stdout_path != nullptr ? open(stdout_path, O_WRONLY | O_CLOEXEC) : mkstemp(out_tmpl);
   const int err_fd = mkstemp(err_tmpl);
-  RunResult r;
+  captured_ = stdout_path == nullptr;
+  if (captured_) out_path_ = out_tmpl;
+  err_path_ = err_tmpl;
   if (out_fd < 0 || err_fd < 0) {
-    ADD_FAILURE() << "mkstemp failed";
-    return r;
+    ADD_FAILURE() << "cannot open the command's output files";
+    return;
   }
   std::vector<std::string> argv_storage{MOEGRAD_CLI_PATH};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
@@ -52,17 +56,38 @@ RunResult run_moegrad(const std::vector<std::string>& args) {
   close(err_fd);
   if (rc != 0) {
     ADD_FAILURE() << "posix_spawn(" << argv[0] << ") failed: " << rc;
-  } else {
+    return;
+  }
+  pid_ = pid;
+}
+
+RunResult Running::wait() {
+  RunResult r;
+  if (pid_ > 0) {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
+    pid_ = -1;
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
-  r.out = slurp(out_tmpl);
-  r.err = slurp(err_tmpl);
-  unlink(out_tmpl);
-  unlink(err_tmpl);
+  if (captured_) r.out = slurp(out_path_);
+  r.err = slurp(err_path_);
   return r;
+}
+
+Running::~Running() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (!out_path_.empty()) unlink(out_path_.c_str());
+  unlink(err_path_.c_str());
+}
+
+RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path) {
+  return Running(args, stdout_path).wait();
 }
 
 void CliTest::SetUp() {

@@ -17,7 +17,25 @@ struct RunResult {
   std::string err;
 };
 
-RunResult run_moegrad(const std::vector<std::string>& args);
+// stdout_path: where the command's standard output goes instead of being
+// captured (e.g. "/dev/full").
+RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path = nullptr);
+
+// The same, started in the background: wait() collects it.
+class Running {
+ public:
+  explicit Running(const std::vector<std::string>& args, const char* stdout_path = nullptr);
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+  ~Running();  // kills and reaps a command not waited for
+  int pid() const { return pid_; }
+  RunResult wait();
+
+ private:
+  int pid_ = -1;
+  std::string out_path_, err_path_;
+  bool captured_ = false;
+};
 
 // A fresh directory per test, removed afterwards.
 class CliTest : public ::testing::Test {

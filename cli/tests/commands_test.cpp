@@ -61,6 +61,23 @@ TEST_F(CliTest, RunUsageErrors) {
   expect_error({"run", "--dtype", "f64"}, 2, "not one of f32, f16, bf16");
   expect_error({"run", "--k", "0"}, 2, "--k '0' is out of range");
   expect_error({"run", "--n", "3000000000"}, 2, "--n '3000000000' is out of range");
+  expect_error({"run", "--threads", "4097"}, 2, "--threads '4097' is out of range (expected 1 to 4096)");
+  // Refused before a routing of 2^31 rows (17 GB) is built.
+  expect_error({"run", "--batch", "1073741824", "--top-k", "2", "--experts", "2", "--k", "1", "--n", "1"}, 2,
+               "M = batch * top_k = 2147483648 exceeds 2147483647");
+  expect_error({"run", "--experts", "2147483647", "--k", "2147483647", "--n", "2147483647"}, 2,
+               "the size of weight overflows 64 bits");
+}
+
+// A failed write to standard output is an error, whichever command wrote.
+TEST_F(CliTest, AFullStandardOutputFailsEveryCommand) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--help"}, {"bench", "--help"}, {"info"}, {"grad-x", "--help"},
+        {"bench", "--shape", "8,1,2,8,8", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json"}}) {
+    const RunResult r = run_moegrad(args, "/dev/full");
+    EXPECT_EQ(r.exit_code, 1) << args[0] << " " << args.back() << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot write to standard output"), std::string::npos) << r.err;
+  }
 }
 
 const std::vector<std::string> kTinyRun = {"run",       "--batch",   "37",  "--top-k", "3",

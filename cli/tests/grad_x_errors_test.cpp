@@ -62,6 +62,8 @@ TEST_F(GradXErrorTest, UsageErrors) {
   expect_error(with("--row-idx-type", "2"), kUsage, "--row-idx-type '2' is out of range");
   expect_error(with("--group-list-type", "prefix"), kUsage, "not one of count, cumsum");
   expect_error(plus({"--threads", "0"}), kUsage, "--threads '0' is out of range");
+  expect_error(plus({"--threads", "4097"}), kUsage, "--threads '4097' is out of range (expected 1 to 4096)");
+  expect_error(with("--batch", "2147483648"), kUsage, "--batch '2147483648' is out of range");
   expect_error(plus({"--threads"}), kUsage, "--threads needs a value");
   expect_error(plus({"--bf16=1"}), kUsage, "--bf16 takes no value");
   expect_error(plus({"--batch", "6"}), kUsage, "--batch given twice");

@@ -150,7 +150,9 @@ typedef struct moegrad_context moegrad_context;
 
 MOEGRAD_API moegrad_status moegrad_context_create(moegrad_context** ctx);
 MOEGRAD_API void moegrad_context_destroy(moegrad_context* ctx);
-/* 0 restores the default. */
+/* The most threads a context runs (more: INVALID_ARGUMENT). */
+#define MOEGRAD_MAX_THREADS 4096
+/* 1..MOEGRAD_MAX_THREADS; 0 restores the default. */
 MOEGRAD_API moegrad_status moegrad_context_set_num_threads(moegrad_context* ctx, int32_t num_threads);
 MOEGRAD_API moegrad_status moegrad_context_get_num_threads(const moegrad_context* ctx, int32_t* num_threads);
 /* Force an ISA path; ISA_UNAVAILABLE if the CPU lacks it. AUTO restores automatic choice. */

@@ -20,7 +20,7 @@ namespace moegrad {
 namespace {
 
 // A pool larger than this is a typo, not a machine.
-constexpr int32_t kMaxThreads = 4096;
+constexpr int32_t kMaxThreads = MOEGRAD_MAX_THREADS;
 
 int32_t online_cpus() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -93,8 +93,8 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (const char* env = std::getenv("MOEGRAD_NUM_THREADS"); env != nullptr && *env != '\0') {
     char* end = nullptr;
     errno = 0;
-    const long n = std::strtol(env, &end, 10);
-    if (errno != 0 || *end != '\0' || n < 1 || n > kMaxThreads)
+    const long n = std::strtol(env, &end, 10);  // would skip spaces and take a sign
+    if (env[0] < '0' || env[0] > '9' || errno != 0 || *end != '\0' || n < 1 || n > kMaxThreads)
       return fail(MOEGRAD_STATUS_INVALID_ARGUMENT,
                   "MOEGRAD_NUM_THREADS='%s' is not an integer in [1, %d]", env, kMaxThreads);
     ctx->default_threads = static_cast<int32_t>(n);

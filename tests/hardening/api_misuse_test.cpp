@@ -156,7 +156,8 @@ TEST(ApiMisuse, BadEnvironmentFailsContextCreationCleanly) {
   } cases[] = {
       {"MOEGRAD_NUM_THREADS", "abc"},  {"MOEGRAD_NUM_THREADS", "0"},   {"MOEGRAD_NUM_THREADS", "-3"},
       {"MOEGRAD_NUM_THREADS", "4097"}, {"MOEGRAD_NUM_THREADS", "2x"},  {"MOEGRAD_NUM_THREADS", "99999999999999999999"},
-      {"MOEGRAD_NUM_THREADS", "2 "},   {"MOEGRAD_ISA", "avx1024"},     {"MOEGRAD_ISA", "AVX2 "},
+      {"MOEGRAD_NUM_THREADS", "2 "},   {"MOEGRAD_NUM_THREADS", " 2"},  {"MOEGRAD_NUM_THREADS", "+2"},
+      {"MOEGRAD_ISA", "avx1024"},     {"MOEGRAD_ISA", "AVX2 "},
       {"MOEGRAD_ENGINE", "fast"},      {"MOEGRAD_ENGINE", "Rowvec"},
       {"MOEGRAD_L1D_BYTES", "48K"},    {"MOEGRAD_L1D_BYTES", "-49152"}, {"MOEGRAD_L1D_BYTES", "16383"},
       {"MOEGRAD_L1D_BYTES", "1048577"}, {"MOEGRAD_L1D_BYTES", " 49152"}, {"MOEGRAD_L2_BYTES", "1M"},

@@ -1,0 +1,46 @@
+#include "signals.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+
+#include "atomic_file.h"
+#include "cli_error.h"
+
+namespace moegrad::cli {
+namespace {
+
+// Async-signal-safe only: unlink, raise, write, _exit.
+void on_termination(int sig) {
+  remove_temp_files_on_signal();
+  raise(sig);  // SA_RESETHAND restored the default action: delivered on return
+}
+
+void on_bus_error(int) {
+  static const char kMessage[] =
+      "moegrad: error: bus error (SIGBUS) reading an input file: it was truncated or replaced while moegrad "
+      "read it\n";
+  remove_temp_files_on_signal();
+  const ssize_t ignored = ::write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+  (void)ignored;
+  _exit(kExitFailure);
+}
+
+void install(int sig, void (*handler)(int), bool unless_ignored) {
+  struct sigaction now {};
+  if (unless_ignored && sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) return;
+  struct sigaction action {};
+  action.sa_handler = handler;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;
+  sigaction(sig, &action, nullptr);
+}
+
+}  // namespace
+
+void install_signal_handlers() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) install(sig, on_termination, true);
+  install(SIGBUS, on_bus_error, false);
+}
+
+}  // namespace moegrad::cli

@@ -1,0 +1,13 @@
+// What the command does when a signal ends it. SIGINT, SIGTERM and SIGHUP
+// (unless ignored, as under nohup) first remove the temp files of outputs
+// not yet committed (cli/atomic_file.h), then end the process as the signal
+// would have. SIGBUS, which reading a memory-mapped input raises when the
+// file shrinks under it (np.save to the same path truncates it first),
+// prints the one "moegrad: error:" line and exits 1 instead of dumping core.
+#pragma once
+
+namespace moegrad::cli {
+
+void install_signal_handlers();
+
+}  // namespace moegrad::cli

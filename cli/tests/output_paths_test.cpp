@@ -1,0 +1,160 @@
+// What grad-x does with paths that are not plain files, and when it is
+// interrupted: a symlinked output keeps its link and its file's permission
+// bits, a FIFO is written in place (renaming over it would replace the
+// node: as root, over /dev/null, for everyone), a FIFO input is refused
+// instead of waiting for a writer, SIGTERM leaves no temp file, and an input
+// truncated while it is read ends in one error line, not a bus error.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "grad_x_fixture.h"
+
+namespace moegrad::cli_test {
+namespace {
+
+using namespace std::chrono_literals;
+
+class OutputPathTest : public GradXTest {
+ protected:
+  void SetUp() override {
+    GradXTest::SetUp();
+    write_problem(p_, e_);
+  }
+
+  // The output of a plain run, to compare against.
+  std::string plain_output() {
+    const RunResult r = run_moegrad(args(p_, e_, path("plain.npy")));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_file("plain.npy");
+  }
+
+  const MoeProblem p_ = make_problem(6, 2, 4, 5, 7, 2);
+  const Encoding e_;
+};
+
+TEST_F(OutputPathTest, ASymlinkStaysAndItsFileIsReplacedWithItsPermissions) {
+  const std::string want = plain_output();
+  write_file("target.npy", "old");
+  ASSERT_EQ(chmod(path("target.npy").c_str(), 0600), 0);
+  std::filesystem::create_symlink("target.npy", dir_ / "link.npy");
+  const RunResult r = run_moegrad(args(p_, e_, path("link.npy")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir_ / "link.npy"));
+  EXPECT_EQ(read_file("target.npy"), want);
+  struct stat st {};
+  ASSERT_EQ(stat(path("target.npy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << "a private output became readable by others";
+  EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy", "plain.npy", "target.npy",
+                                              "link.npy"}));
+}
+
+TEST_F(OutputPathTest, ASymlinkToNothingIsRefused) {
+  std::filesystem::create_symlink("missing.npy", dir_ / "dangling.npy");
+  expect_error(args(p_, e_, path("dangling.npy")), 1, "a symbolic link to a file that does not exist");
+}
+
+TEST_F(OutputPathTest, AFifoIsWrittenInPlace) {
+  const std::string want = plain_output();
+  ASSERT_EQ(mkfifo(path("out.fifo").c_str(), 0600), 0);
+  // The reader: opening blocks until grad-x opens the other end.
+  auto read = std::async(std::launch::async, [this] { return read_file("out.fifo"); });
+  const RunResult r = run_moegrad(args(p_, e_, path("out.fifo")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(read.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(read.get(), want);
+  struct stat st {};
+  ASSERT_EQ(lstat(path("out.fifo").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+}
+
+TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {
+  ASSERT_EQ(mkfifo(path("w.fifo").c_str(), 0600), 0);
+  std::vector<std::string> a = args(p_, e_);
+  a[std::find(a.begin(), a.end(), "--weight") - a.begin() + 1] = path("w.fifo");
+  std::promise<void> finished;
+  // Should grad-x block in open(), a writer arriving after 20 s releases it
+  // and the test fails instead of hanging.
+  std::thread watchdog([&, done = finished.get_future()] {
+    if (done.wait_for(20s) == std::future_status::ready) return;
+    const int fd = open(path("w.fifo").c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) close(fd);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  expect_error(a, 1, "w.fifo: not a regular file");
+  finished.set_value();
+  watchdog.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "grad-x waited for a writer";
+}
+
+// A run long enough to be interrupted: the scalar path, one thread, 4.3
+// GFLOP. Waits until its temp file exists (the output is being made).
+class InterruptTest : public GradXTest {
+ protected:
+  void SetUp() override {
+    GradXTest::SetUp();
+    write_problem(p_, e_);
+    before_ = listing();
+    ASSERT_EQ(setenv("MOEGRAD_ISA", "scalar", 1), 0);
+  }
+  void TearDown() override {
+    unsetenv("MOEGRAD_ISA");
+    GradXTest::TearDown();
+  }
+  std::vector<std::string> slow_args() const {
+    std::vector<std::string> a = args(p_, e_);
+    a.insert(a.end(), {"--threads", "1"});
+    return a;
+  }
+  bool temp_file_appears() const {
+    for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+      for (const std::string& name : listing())
+        if (name.find(".moegrad-tmp-") != std::string::npos) return true;
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+
+  const MoeProblem p_ = make_problem(1024, 2, 2, 1024, 1024, 3);
+  const Encoding e_;
+  std::set<std::string> before_;
+};
+
+TEST_F(InterruptTest, SigtermLeavesNoTempFile) {
+  Running run(slow_args());
+  ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
+  ASSERT_EQ(kill(run.pid(), SIGTERM), 0);
+  const RunResult r = run.wait();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(listing(), before_) << "a temp file or an output was left behind";
+}
+
+TEST_F(InterruptTest, AnInputTruncatedWhileReadIsOneErrorLine) {
+  Running run(slow_args());
+  ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before the input could be truncated";
+  std::this_thread::sleep_for(300ms);  // the inputs are mapped by now, the GEMM is running
+  std::filesystem::resize_file(dir_ / "gy.npy", 4096);
+  const RunResult r = run.wait();
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(r.err.starts_with("moegrad: error: ")) << r.err;
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "not exactly one line: " << r.err;
+  EXPECT_NE(r.err.find("SIGBUS"), std::string::npos) << r.err;
+  EXPECT_EQ(listing(), before_) << "a temp file or an output was left behind";
+}
+
+}  // namespace
+}  // namespace moegrad::cli_test

@@ -61,6 +61,13 @@ def _context(context):
     return context if context is not None else _default_context
 
 
+def _batch_top_k(batch, top_k, row_idx_type):
+    """Checked before an output of `batch` rows is allocated: batch is a
+    dimension of grad_x."""
+    return (_arrays.integer("batch", batch, 1, _arrays.MAX_DIM), _arrays.integer("top_k", top_k, 1),
+            _arrays.integer("row_idx_type", row_idx_type, 0, 1))
+
+
 def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=None, row_idx_type=0,
                      index_dtype="int64", context=None):
     """Sorts the batch*top_k routing slots by expert (stably, by original
@@ -73,10 +80,11 @@ def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=No
     is [M] expanded->original positions (row_idx_type 0) or [batch*top_k]
     original->expanded rows with -1 for dropped slots (row_idx_type 1).
     """
-    x, expert_idx = _arrays.as_array(x), _arrays.as_array(expert_idx)
+    x, expert_idx = _arrays.as_array(x, "x"), _arrays.as_array(expert_idx, "expert_idx")
     batch, K, top_k = _arrays.dim(x, 0), _arrays.dim(x, 1), _arrays.dim(expert_idx, 1)
-    G = max(int(num_experts), 0)
-    active, cap = _arrays.limit(active_num), _arrays.limit(capacity)
+    G = _arrays.integer("num_experts", num_experts, 1, _arrays.MAX_DIM)
+    active, cap = _arrays.limit("active_num", active_num), _arrays.limit("capacity", capacity)
+    row_idx_type = _arrays.integer("row_idx_type", row_idx_type, 0, 1)
     try:
         rows = _C.max_rows(batch, top_k, G, active, cap)
     except Error:
@@ -101,11 +109,14 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     group_list: [G] counts (or cumsums). y is [M, N] in x's dtype (rounded
     once) or out_dtype='float32'; `out` receives it if given.
     """
-    x, weight, group_list = map(_arrays.as_array, (x, weight, group_list))
+    x, weight, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (weight, "weight"),
+                                                                 (group_list, "group_list")))
     if out is None:
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+    _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
+    _arrays.written(out)
     return out
 
 
@@ -117,14 +128,17 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
     out_dtype='float32' (an empty expert gives zeros). accumulate=True adds
     into `out`, which must then be a float32 [G, K, N] array (main_grad style).
     """
-    x, grad_y, group_list = map(_arrays.as_array, (x, grad_y, group_list))
+    x, grad_y, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (grad_y, "grad_y"),
+                                                                 (group_list, "group_list")))
     if out is None:
         if accumulate:
             raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
         shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
         out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+    _arrays.check_out(out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
                                   bool(accumulate), _context(context))
+    _arrays.written(out)
     return out
 
 
@@ -132,11 +146,14 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
                           context=None):
     """The non-fused scatter-add: grad_x[b] = sum of the rows of grad_expanded_x
     that belong to token b, in ascending row order. Returns float32 [batch, K]."""
-    grad_expanded_x, expanded_row_idx = map(_arrays.as_array, (grad_expanded_x, expanded_row_idx))
+    grad_expanded_x = _arrays.as_array(grad_expanded_x, "grad_expanded_x")
+    expanded_row_idx = _arrays.as_array(expanded_row_idx, "expanded_row_idx")
+    batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
     if out is None:
         out = _arrays.empty(grad_expanded_x, (batch, _arrays.dim(grad_expanded_x, 1)), "float32")
-    _C.moe_init_routing_grad(grad_expanded_x, expanded_row_idx, out, int(batch), int(top_k), int(row_idx_type),
-                             _context(context))
+    _arrays.check_out(out)
+    _C.moe_init_routing_grad(grad_expanded_x, expanded_row_idx, out, batch, top_k, row_idx_type, _context(context))
+    _arrays.written(out)
     return out
 
 
@@ -145,12 +162,16 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
     """The fused input gradient (moe_init_routing_grouped_matmul_grad):
     grad_x[b, k] = sum over the rows i of token b of grad_y[i] . weight[g(i), k],
     without materialising d_expanded_x. Returns float32 [batch, K]."""
-    grad_y, weight, expanded_row_idx, group_list = map(_arrays.as_array,
-                                                       (grad_y, weight, expanded_row_idx, group_list))
+    grad_y, weight, expanded_row_idx, group_list = (
+        _arrays.as_array(a, n) for a, n in ((grad_y, "grad_y"), (weight, "weight"),
+                                            (expanded_row_idx, "expanded_row_idx"), (group_list, "group_list")))
+    batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
     if out is None:
         out = _arrays.empty(grad_y, (batch, _arrays.dim(weight, 1)), "float32")
-    _C.grad_x(grad_y, weight, expanded_row_idx, group_list, out, int(batch), int(top_k), int(row_idx_type),
+    _arrays.check_out(out)
+    _C.grad_x(grad_y, weight, expanded_row_idx, group_list, out, batch, top_k, row_idx_type,
               _arrays.group_list_type(group_list_type), _context(context))
+    _arrays.written(out)
     return out
 
 

@@ -2,6 +2,7 @@
 tensors go to the extension as they are (no copy); outputs are allocated in
 the caller's framework."""
 
+import operator
 import sys
 
 import numpy as np
@@ -14,12 +15,54 @@ def is_torch(a):
     return torch is not None and isinstance(a, torch.Tensor)
 
 
-def as_array(a):
+def as_array(a, name):
     """numpy arrays and torch tensors pass through; anything else (lists,
-    scalars) goes through numpy.asarray."""
+    scalars, objects exporting __dlpack__ or the buffer protocol) goes
+    through numpy.asarray, which must give numbers."""
     if isinstance(a, np.ndarray) or is_torch(a):
         return a
-    return np.asarray(a)
+    if hasattr(a, "__dlpack__") and not hasattr(a, "__array__"):
+        a = np.from_dlpack(a)  # no copy
+    array = np.asarray(a)
+    if array.dtype == object:
+        raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
+    return array
+
+
+def integer(name, value, lo, hi=2**63 - 1):
+    """An integer argument in [lo, hi]: a float or an out-of-range value is
+    the caller's mistake, not something to truncate or to overflow in C."""
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}={value} is not in [{lo}, {hi}]")
+    return value
+
+
+# A dimension of a tensor (SPEC 4: below 2^31).
+MAX_DIM = 2**31 - 1
+
+
+def check_out(out, name="out"):
+    """An output written behind autograd's back would silently corrupt the
+    gradients of anything that needs it."""
+    if is_torch(out) and out.requires_grad:
+        import torch
+
+        if torch.is_grad_enabled():
+            raise ValueError(f"{name} requires grad: moegrad writes it outside autograd; pass a tensor that "
+                             "does not, or write under torch.no_grad()")
+
+
+def written(out):
+    """Tells autograd that `out` changed, as a torch in-place operation does
+    (its version counter), so a tensor saved for backward and overwritten
+    here is reported instead of giving wrong gradients. An in-place op on an
+    empty view costs nothing and shares the counter."""
+    if is_torch(out):
+        out.detach().as_strided((0,), (1,)).zero_()
 
 
 def dtype_name(a):
@@ -64,6 +107,6 @@ def group_list_type(value):
         raise ValueError(f"group_list_type={value!r} must be 'count' or 'cumsum'") from None
 
 
-def limit(value):
-    """None (no limit) -> -1 as the C API spells it."""
-    return -1 if value is None else int(value)
+def limit(name, value):
+    """None (no limit) -> -1 as the C API spells it; else a count >= 0."""
+    return -1 if value is None else integer(name, value, 0)

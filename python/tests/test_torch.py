@@ -3,6 +3,7 @@ reference composition, finite differences, determinism, and refusals."""
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -170,5 +171,68 @@ def test_error_carries_status_and_message():
         moegrad.moe_init_routing(torch.randn(4, 3), torch.tensor([[0], [1], [7], [2]]), 3)
     assert info.value.status == "MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE"
     assert "expert_idx[2, 0]=7" in str(info.value)
-    with pytest.raises(ValueError, match="unsupported element format"):
+    with pytest.raises(TypeError, match="x: expected a numpy array, a torch tensor or numbers, got object"):
         moegrad.grouped_matmul(object(), torch.randn(1, 2, 2), torch.tensor([0]))  # numpy makes it dtype=object
+
+
+def test_an_out_tensor_is_written_as_torch_in_place_ops_write():
+    """`out=` is an in-place write: a tensor autograd saved and moegrad then
+    overwrote makes backward() fail, as after any in-place op, instead of
+    giving wrong gradients; an out that itself requires grad is refused while
+    grad mode is on (moegrad cannot record the write)."""
+    M, K, N, G = 6, 4, 5, 2
+    x, w, counts = torch.randn(M, K), torch.randn(G, K, N), torch.tensor([2, 4])
+    a = torch.randn(M, N, requires_grad=True)
+    h = a * 2
+    loss = (h * h).sum()  # saves h for backward
+    version = h._version
+    moegrad.grouped_matmul(x, w, counts, out=h.detach())
+    assert h._version > version
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+    leaf = torch.zeros(M, N, requires_grad=True)
+    with pytest.raises(ValueError, match="out requires grad"):
+        moegrad.grouped_matmul(x, w, counts, out=leaf)
+    assert torch.equal(leaf, torch.zeros(M, N))
+    with torch.no_grad():
+        moegrad.grouped_matmul(x, w, counts, out=leaf)
+    assert torch.equal(leaf.detach(), moegrad.grouped_matmul(x, w, counts))
+
+
+def test_arguments_are_checked_before_anything_is_allocated():
+    batch, top_k, G, K, N = 4, 2, 2, 3, 5
+    gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)
+    idx, gl = torch.arange(batch * top_k), torch.tensor([4, 4])
+    with pytest.raises(TypeError, match="batch must be an integer, got float 4.5"):
+        moegrad.grad_x(gy, w, idx, gl, 4.5, top_k)
+    with pytest.raises(ValueError, match=r"batch=1099511627776 is not in \[1, 2147483647\]"):
+        moegrad.grad_x(gy, w, idx, gl, 2**40, top_k)  # was a MemoryError for a 12 TiB output
+    with pytest.raises(ValueError, match="top_k=18446744073709551616 is not in"):
+        moegrad.moe_init_routing_grad(torch.randn(8, K), idx, batch, 2**64)
+    with pytest.raises(ValueError, match="row_idx_type=2 is not in"):
+        moegrad.grad_x(gy, w, idx, gl, batch, top_k, row_idx_type=2)
+    x, experts = torch.randn(batch, K), torch.zeros(batch, top_k, dtype=torch.int64)
+    with pytest.raises(ValueError, match="num_experts=-2 is not in"):
+        moegrad.moe_init_routing(x, experts, -2)
+    with pytest.raises(ValueError, match="active_num=-1 is not in"):
+        moegrad.moe_init_routing(x, experts, G, active_num=-1)  # None means no limit
+    with pytest.raises(TypeError, match="weight: expected a numpy array, a torch tensor or numbers, got NoneType"):
+        moegrad.grad_x(gy, None, idx, gl, batch, top_k)
+
+
+def test_any_dlpack_exporter_is_an_input():
+    class Exporter:  # neither numpy nor torch: only the DLPack protocol
+        def __init__(self, t):
+            self.t = t
+
+        def __dlpack__(self, stream=None):
+            return self.t.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.t.__dlpack_device__()
+
+    M, K, N, G = 6, 4, 5, 2
+    x, w, counts = torch.randn(M, K), torch.randn(G, K, N), torch.tensor([2, 4])
+    want = moegrad.grouped_matmul(x, w, counts)
+    got = moegrad.grouped_matmul(Exporter(x.numpy()), Exporter(w.numpy()), Exporter(counts.numpy()))
+    assert np.array_equal(got, want.numpy())

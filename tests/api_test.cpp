@@ -111,6 +111,28 @@ TEST(Api, LastErrorMessageIsThreadLocal) {
   EXPECT_EQ(other_thread, "") << "another thread's failure is not visible";
 }
 
+// The header: a successful setter or getter keeps the last failure's
+// message; a successful plan and run clear it.
+TEST(Api, LastErrorMessageSurvivesSettersAndIsClearedBySuccessfulRuns) {
+  std::thread([] {
+    EXPECT_EQ(moegrad_context_create(nullptr), MOEGRAD_STATUS_NULL_POINTER);
+    const std::string failure = moegrad_last_error_message();
+    ASSERT_NE(failure, "");
+    moegrad_context* ctx = nullptr;
+    ASSERT_EQ(moegrad_context_create(&ctx), MOEGRAD_STATUS_SUCCESS);
+    int32_t threads = 0;
+    EXPECT_EQ(moegrad_context_set_num_threads(ctx, 1), MOEGRAD_STATUS_SUCCESS);
+    EXPECT_EQ(moegrad_context_get_num_threads(ctx, &threads), MOEGRAD_STATUS_SUCCESS);
+    EXPECT_EQ(moegrad_last_error_message(), failure);
+    const Problem p(make_spec({.batch = 3, .top_k = 1, .experts = 1, .K = 2, .N = 2}));
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    EXPECT_EQ(moegrad_grad_x_run(&call.args, ctx), MOEGRAD_STATUS_SUCCESS);
+    EXPECT_STREQ(moegrad_last_error_message(), "");
+    moegrad_context_destroy(ctx);
+  }).join();
+}
+
 // ---- contexts -----------------------------------------------------------------------
 
 int64_t online_cpus() { return sysconf(_SC_NPROCESSORS_ONLN); }

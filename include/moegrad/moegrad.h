@@ -122,8 +122,11 @@ typedef enum moegrad_row_idx_type {
 /* Status name and meaning, e.g. "MOEGRAD_STATUS_N_MISMATCH: ...". Never NULL. */
 MOEGRAD_API const char* moegrad_status_string(moegrad_status status);
 
-/* The message of the last failed call on this thread ("" if none yet). The
- * pointer stays valid until the next moegrad call on this thread. */
+/* The message of the last failed call on this thread: "" before any failure,
+ * and again after a successful planning or run call (get_workspace_size, a
+ * run, a one-shot *_run); other successful calls (context setters, getters)
+ * leave it as it was. The pointer stays valid until the next moegrad call on
+ * this thread. */
 MOEGRAD_API const char* moegrad_last_error_message(void);
 
 /* "0.1.0" */

@@ -68,6 +68,10 @@ void print_human(const Info& info) {
     if (value) set += std::string(set.empty() ? "" : " ") + name + "=" + *value;
   }
   std::printf("  env        %s\n", set.empty() ? "no MOEGRAD_* variable set" : set.c_str());
+  for (const auto& [name, closest] : c.ignored_environment) {
+    std::printf("  ignored    %s: moegrad reads no such variable%s%s%s\n", name.c_str(), closest ? " (" : "",
+                closest ? closest : "", closest ? "?)" : "");
+  }
   if (info.onednn.empty()) {
     std::printf("  onednn     not available to moegrad bench: %s\n", info.onednn_unavailable.c_str());
   } else {
@@ -113,6 +117,17 @@ void print_json(const Info& info) {
   for (const auto& [name, value] : c.environment) {
     std::printf("%s\"%s\": ", sep, name);
     value ? text(*value) : static_cast<void>(std::printf("null"));
+    sep = ", ";
+  }
+  std::printf("}");
+  key("ignored_environment");
+  std::printf("{");
+  sep = "";
+  for (const auto& [name, closest] : c.ignored_environment) {
+    std::printf("%s", sep);
+    text(name);
+    std::printf(": ");
+    closest ? text(closest) : static_cast<void>(std::printf("null"));
     sep = ", ";
   }
   std::printf("}");

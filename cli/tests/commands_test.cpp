@@ -159,7 +159,9 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
                        {"MOEGRAD_ISA", "scalar"},
                        {"MOEGRAD_ENGINE", "packed"},
                        {"MOEGRAD_L1D_BYTES", "32768"},
-                       {"MOEGRAD_L2_BYTES", "262144"}});
+                       {"MOEGRAD_L2_BYTES", "262144"},
+                       {"MOEGRAD_ENGIN", "rowvec"},  // misspelled: reported, not read
+                       {"MOEGRAD_COLOUR", "1"}});
   const RunResult json = run_moegrad({"info", "--json"});
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.err, "");
@@ -167,7 +169,8 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   for (const char* needle :
        {"\"version\": \"0.1.0\"", "\"isa\": \"scalar\"", "\"isa_available\": [\"scalar\"", "\"threads\": 3",
         "\"engine\": \"packed\"", "\"l1d_bytes\": 32768", "\"l2_bytes\": 262144", "\"MOEGRAD_ISA\": \"scalar\"",
-        "\"MOEGRAD_L2_BYTES\": \"262144\"", "\"avx512_bf16\": "}) {
+        "\"MOEGRAD_L2_BYTES\": \"262144\"", "\"avx512_bf16\": ", "\"MOEGRAD_ENGIN\": \"MOEGRAD_ENGINE\"",
+        "\"MOEGRAD_COLOUR\": null"}) {
     EXPECT_NE(json.out.find(needle), std::string::npos) << needle << " missing in\n" << json.out;
   }
   // oneDNN: a version, or null and the reason.
@@ -182,7 +185,8 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
         "  caches     L1d 32 KiB, L2 256 KiB per core", "  engine     packed\n",
         "  env        MOEGRAD_NUM_THREADS=3 MOEGRAD_ISA=scalar MOEGRAD_ENGINE=packed MOEGRAD_L1D_BYTES=32768 "
         "MOEGRAD_L2_BYTES=262144\n",
-        "  onednn     "}) {
+        "  onednn     ", "  ignored    MOEGRAD_ENGIN: moegrad reads no such variable (MOEGRAD_ENGINE?)\n",
+        "  ignored    MOEGRAD_COLOUR: moegrad reads no such variable\n"}) {
     EXPECT_NE(human.out.find(needle), std::string::npos) << needle << " missing in\n" << human.out;
   }
 }

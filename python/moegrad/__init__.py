@@ -50,7 +50,9 @@ def info(context=None):
     cpu, isa (the path the context runs), isa_available, avx512_bf16,
     threads, engine, l1d_bytes/l2_bytes (the per-core caches the blocks are
     fitted to), os_l1d_bytes/os_l2_bytes (what the OS reports; None when
-    nothing) and environment (the MOEGRAD_* variables, None when unset).
+    nothing), environment (the MOEGRAD_* variables, None when unset) and
+    ignored_environment (other MOEGRAD_* names set, which nothing reads, each
+    with the variable it may be a misspelling of, or None).
     Without `context`, a fresh context is made from the environment, so a
     malformed variable raises moegrad.Error. Attach it to bug reports:
     `python3 -m moegrad` prints it as JSON."""

@@ -171,6 +171,12 @@ py::dict context_info(const Context& context) {
                               : py::object(py::none());
   }
   d["environment"] = environment;
+  py::dict ignored;
+  for (const auto& [name, closest] : c.ignored_environment) {
+    ignored[py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefault(name.c_str()))] =
+        closest ? py::object(py::str(closest)) : py::object(py::none());
+  }
+  d["ignored_environment"] = ignored;
   return d;
 }
 

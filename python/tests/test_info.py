@@ -24,7 +24,11 @@ def test_info_reports_what_the_environment_asks_for(no_variables):
              "MOEGRAD_L1D_BYTES": "32768", "MOEGRAD_L2_BYTES": "262144"}
     for name, value in asked.items():
         no_variables.setenv(name, value)
+    no_variables.setenv("MOEGRAD_NUM_THREAD", "1")  # misspelled: reported, not read
+    no_variables.setenv("MOEGRAD_COLOUR", "1")
     info = moegrad.info()
+    assert info["ignored_environment"]["MOEGRAD_NUM_THREAD"] == "MOEGRAD_NUM_THREADS"
+    assert info["ignored_environment"]["MOEGRAD_COLOUR"] is None
     assert info["version"] == moegrad.__version__
     assert info["isa"] == "scalar"
     assert info["threads"] == 3

@@ -2,14 +2,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <new>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "api/error.h"
 #include "kernels/gemm_kernels.h"
@@ -124,6 +127,26 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   return ctx->resize_pool();
 }
 
+namespace {
+
+// Levenshtein distance (insertions, deletions, substitutions).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
 ContextInfo describe_context(const moegrad_context& ctx) {
   ContextInfo info;
   info.cpu = runtime::cpu_model();
@@ -144,6 +167,20 @@ ContextInfo describe_context(const moegrad_context& ctx) {
   for (const char* name : kContextVariables) {
     const char* value = std::getenv(name);
     info.environment.emplace_back(name, value != nullptr ? std::optional<std::string>(value) : std::nullopt);
+  }
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const std::string_view text(*entry);
+    const std::string_view name = text.substr(0, text.find('='));
+    if (!name.starts_with("MOEGRAD_")) continue;
+    const char* closest = nullptr;
+    size_t best = 3;  // at most two edits
+    bool known = false;
+    for (const char* variable : kContextVariables) {
+      known = known || name == variable;
+      const size_t d = edit_distance(name, variable);
+      if (d < best) best = d, closest = variable;
+    }
+    if (!known) info.ignored_environment.emplace_back(std::string(name), closest);
   }
   return info;
 }

@@ -61,6 +61,10 @@ struct ContextInfo {
   size_t os_l1d = 0, os_l2 = 0;      // what the OS reports; 0 when nothing
   // kContextVariables and their values now (unset: nullopt).
   std::vector<std::pair<const char*, std::optional<std::string>>> environment;
+  // Other MOEGRAD_* names set, which nothing reads (a misspelled variable is
+  // otherwise silently ignored), each with the variable it is at most two
+  // edits from, if any.
+  std::vector<std::pair<std::string, const char*>> ignored_environment;
 };
 ContextInfo describe_context(const moegrad_context& ctx);
 

@@ -27,9 +27,11 @@ constexpr char kHelp[] =
     "Prints what the library sees on this machine: the version, the CPU, the ISA\n"
     "path a context picks and the paths this CPU can run (and AVX512_BF16), the\n"
     "default thread count, the per-core cache sizes the blocks are fitted to (and\n"
-    "what the OS reports), the GEMM engine, the MOEGRAD_* variables that are set,\n"
-    "and whether `moegrad bench` can load its oneDNN baseline. Attach it to bug\n"
-    "reports and benchmark results.\n"
+    "what the OS reports), the GEMM engine, the MOEGRAD_* variables that are set\n"
+    "(an 'ignored' line, in JSON ignored_environment, for each other MOEGRAD_* name\n"
+    "set, which nothing reads, with the variable it may be a misspelling of), and\n"
+    "whether `moegrad bench` can load its oneDNN baseline. Attach it to bug reports\n"
+    "and benchmark results.\n"
     "\n"
     "  --json   one JSON object instead of the text\n";
 

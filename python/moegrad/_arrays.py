@@ -21,6 +21,8 @@ def as_array(a, name):
     through numpy.asarray, which must give numbers."""
     if isinstance(a, np.ndarray) or is_torch(a):
         return a
+    if isinstance(a, (str, bytes, bytearray)):  # numpy would make them one string element
+        raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
     if hasattr(a, "__dlpack__") and not hasattr(a, "__array__"):
         a = np.from_dlpack(a)  # no copy
     array = np.asarray(a)

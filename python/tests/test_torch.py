@@ -218,6 +218,9 @@ def test_arguments_are_checked_before_anything_is_allocated():
         moegrad.moe_init_routing(x, experts, G, active_num=-1)  # None means no limit
     with pytest.raises(TypeError, match="weight: expected a numpy array, a torch tensor or numbers, got NoneType"):
         moegrad.grad_x(gy, None, idx, gl, batch, top_k)
+    for text in ("abc", b"abcd"):
+        with pytest.raises(TypeError, match="grad_y: expected a numpy array"):
+            moegrad.grad_x(text, w, idx, gl, batch, top_k)
 
 
 def test_any_dlpack_exporter_is_an_input():

@@ -51,7 +51,7 @@ constexpr char kHelp[] =
     "                        is written in place)\n"
     "\n"
     "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA);\n"
-    "with --fast-bf16, for any --threads.\n"
+    "with --fast-bf16, for any --threads (a NaN's sign and payload excepted).\n"
     "Exit status: 0 success, 1 bad input data or library error, 2 usage error;\n"
     "on error one 'moegrad: error:' line on stderr, no new output file, and an\n"
     "existing DX.npy left as it was.\n";

@@ -101,7 +101,8 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_ALIASING = 110              /* an output (grad_x too) overlaps an input or another output */
 } moegrad_status;
 
-/* Instruction-set paths. All give bitwise identical grad_x (SPEC §5). */
+/* Instruction-set paths. All give bitwise identical grad_x (SPEC §5; a NaN
+ * element is NaN on every path, its sign and payload are not specified). */
 typedef enum moegrad_isa {
   MOEGRAD_ISA_AUTO = 0,   /* the best path this CPU supports */
   MOEGRAD_ISA_SCALAR = 1, /* portable C++, the executable definition of the order */

@@ -10,8 +10,9 @@ as torch tensors; indices int32 or int64; no copies of the inputs):
     moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k) -> grad_x  (non-fused scatter-add)
 
 Every GEMM accumulates in fp32 in a fixed order, so results are bitwise
-identical for any thread count. Bad input raises moegrad.Error, a ValueError
-whose message is the library's and whose .status names the moegrad_status.
+identical for any thread count (a NaN's sign and payload excepted). Bad input
+raises moegrad.Error, a ValueError whose message is the library's and whose
+.status names the moegrad_status.
 The PyTorch autograd layer is moegrad.torch (imported on demand).
 """
 

@@ -1,43 +1,65 @@
 #include <immintrin.h>
 
-#include "kernels/avx512/ct_tile__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {
 
-// V vectors of 16 grad_y rows x 14 weight rows: 14*V accumulators, V panel
-// vectors; the weight value is an embedded broadcast from the strip (one
-// base register: the strip's leading dimension is a compile-time constant).
-// Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r]) for p = 0..kc-1.
-template <size_t V>
+// V zmm vectors of 16 grad_y rows, plus (Half) one ymm vector of 8 more,
+// x 14 weight rows: 14*(V + Half) accumulators, V + Half panel vectors;
+// the weight value is a broadcast from the strip (one base register: the
+// strip's leading dimension is a compile-time constant).
+// Ct[c][r] = fma(A[p][r], W[c][p], Ct[c][r]) for p = 0..kc-1: every lane is
+// the same chain whatever its register's width, so the bits do not depend
+// on how a slot's rows are split into tiles.
+template <size_t V, bool Half>
 __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
                                                        const NextStrip& next) {
-  CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
+  constexpr size_t Z = V > 0 ? V : 1;  // storage only: V of them are used
+  __m512 z[kStrip][Z];
+  __m256 y[kStrip];
+#pragma GCC unroll 16
+  for (size_t c = 0; c < kStrip; ++c) {
+    // +0.0 (every chain's start), or Ct rows c < cols when accumulating over
+    // a further reduction block.
+    const bool load = accumulate && c < cols;
+#pragma GCC unroll 2
+    for (size_t v = 0; v < V; ++v) z[c][v] = load ? _mm512_loadu_ps(ct + c * ldct + 16 * v) : _mm512_setzero_ps();
+    if constexpr (Half) y[c] = load ? _mm256_loadu_ps(ct + c * ldct + 16 * V) : _mm256_setzero_ps();
+  }
   StripStager stager(next, kc);
   // The Ct tile's lines are requested again before the stores: the panel
   // streaming through L1 (32 KiB a call) and the strip copy evict them
   // (same-process A/B: zmoe 0.95-0.97x the time with 1 and 2 threads,
   // fine-grained 0.92-0.98x; no gain measured for the fast bf16 kernel,
   // whose panels are half the bytes, nor on AVX2 or the packed engine).
-  TileReloader reload(ct, ldct, cols, 16 * V, kc);
+  TileReloader reload(ct, ldct, cols, 16 * V + (Half ? 8 : 0), kc);
   for (size_t p = 0; p < kc; ++p) {
     stager.step();
     reload.step(p);
-    __m512 av[V];
+    __m512 av[Z];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + p * kPanel + 16 * v);
+    __m256 ay = _mm256_setzero_ps();
+    if constexpr (Half) ay = _mm256_load_ps(a + p * kPanel + 16 * V);
 #pragma GCC unroll 14
     for (size_t c = 0; c < kStrip; ++c) {
-      const __m512 wv = _mm512_set1_ps(w[c * kStripLd + p]);
+      const float wc = w[c * kStripLd + p];
 #pragma GCC unroll 2
-      for (size_t v = 0; v < V; ++v) t.acc[c][v] = _mm512_fmadd_ps(av[v], wv, t.acc[c][v]);
+      for (size_t v = 0; v < V; ++v) z[c][v] = _mm512_fmadd_ps(av[v], _mm512_set1_ps(wc), z[c][v]);
+      if constexpr (Half) y[c] = _mm256_fmadd_ps(ay, _mm256_set1_ps(wc), y[c]);
     }
   }
   stager.finish();
-  t.store(ct, ldct, cols);
+#pragma GCC unroll 16
+  for (size_t c = 0; c < kStrip; ++c) {
+    if (c >= cols) break;
+#pragma GCC unroll 2
+    for (size_t v = 0; v < V; ++v) _mm512_storeu_ps(ct + c * ldct + 16 * v, z[c][v]);
+    if constexpr (Half) _mm256_storeu_ps(ct + c * ldct + 16 * V, y[c]);
+  }
 }
 
 }  // namespace
@@ -45,11 +67,18 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
 void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                        size_t ldct, size_t rows, size_t cols, bool accumulate,
                                        const NextStrip& next) {
-  // A tail of at most 16 rows runs half the FMAs.
-  if (rows > 16) {
-    rowvec_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+  // A slot's last panel runs only the 8-row vectors its rows need: a ymm FMA
+  // is half a zmm one where AVX-512 is executed in two 256-bit halves (Zen
+  // 4: zmoe's ~137-row experts leave tails of any length), and no more
+  // where it is not.
+  if (rows > 24) {
+    rowvec_tile<2, false>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+  } else if (rows > 16) {
+    rowvec_tile<1, true>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+  } else if (rows > 8) {
+    rowvec_tile<1, false>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   } else {
-    rowvec_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    rowvec_tile<0, true>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   }
 }
 

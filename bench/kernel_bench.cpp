@@ -162,7 +162,9 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 16, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 32, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 1});
+    ->Args({MOEGRAD_ISA_AVX512, 256, 24, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 1});
 BENCHMARK(BM_rows_a_ukernel)
     ->ArgNames({"isa", "kc", "fast_bf16"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})

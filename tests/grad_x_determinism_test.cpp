@@ -267,6 +267,17 @@ bool fast_bf16_gives_emulation_bits(const Problem& p, const std::string& label) 
   return true;
 }
 
+// The fast bf16 row-vector kernel has the same 8-row tails.
+TEST(FastBf16, EveryTailLengthGivesTheEmulationBits) {
+  for (int64_t rows = 1; rows <= 72; ++rows) {
+    ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 45}, 0, 1.0, 301);
+    spec.dtype = DType::kBF16;
+    spec.value_seed = static_cast<uint64_t>(rows);
+    if (!fast_bf16_gives_emulation_bits(Problem(spec), " rows=" + std::to_string(rows)))
+      GTEST_SKIP() << "this CPU has no AVX512_BF16";
+  }
+}
+
 // The same on every shape of engine_specs().
 bool fast_bf16_engines_checked(const std::string& setting) {
   for (ProblemSpec spec : engine_specs()) {

@@ -34,13 +34,15 @@ CpuFeatures detect() {
   const bool avx2 = b & (1u << 5);
   const bool avx512f = b & (1u << 16);
   const bool avx512bw = b & (1u << 30);
+  const bool avx512vl = b & (1u << 31);
   f.avx2 = avx2 && fma && f16c && ymm_state;
   f.avx512f = f.avx2 && avx512f && zmm_state;
   __cpuid_count(7, 1, a, b, c, d);
   // The avx512bf16 folder is compiled with -mavx512bf16, which implies
-  // AVX512BW in GCC, so the compiler may use BW instructions there too.
-  // Every such CPU has BW, but a hypervisor may hide one and not the other.
-  f.avx512bf16 = f.avx512f && avx512bw && (a & (1u << 5));
+  // AVX512BW in GCC, so the compiler may use BW instructions there too, and
+  // with -mavx512vl for the 256-bit vdpbf16ps of short tails. Every such CPU
+  // has BW and VL, but a hypervisor may hide one and not the other.
+  f.avx512bf16 = f.avx512f && avx512bw && avx512vl && (a & (1u << 5));
 
   const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);

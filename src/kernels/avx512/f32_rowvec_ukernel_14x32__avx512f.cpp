@@ -1,5 +1,6 @@
 #include <immintrin.h>
 
+#include "kernels/avx512/ct_tile__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 
@@ -17,18 +18,7 @@ template <size_t V, bool Half>
 __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
                                                        const NextStrip& next) {
-  constexpr size_t Z = V > 0 ? V : 1;  // storage only: V of them are used
-  __m512 z[kStrip][Z];
-  __m256 y[kStrip];
-#pragma GCC unroll 16
-  for (size_t c = 0; c < kStrip; ++c) {
-    // +0.0 (every chain's start), or Ct rows c < cols when accumulating over
-    // a further reduction block.
-    const bool load = accumulate && c < cols;
-#pragma GCC unroll 2
-    for (size_t v = 0; v < V; ++v) z[c][v] = load ? _mm512_loadu_ps(ct + c * ldct + 16 * v) : _mm512_setzero_ps();
-    if constexpr (Half) y[c] = load ? _mm256_loadu_ps(ct + c * ldct + 16 * V) : _mm256_setzero_ps();
-  }
+  CtTile<kStrip, V, Half> t(ct, ldct, cols, accumulate);
   StripStager stager(next, kc);
   // The Ct tile's lines are requested again before the stores: the panel
   // streaming through L1 (32 KiB a call) and the strip copy evict them
@@ -39,7 +29,7 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
   for (size_t p = 0; p < kc; ++p) {
     stager.step();
     reload.step(p);
-    __m512 av[Z];
+    __m512 av[t.kZ];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = _mm512_load_ps(a + p * kPanel + 16 * v);
     __m256 ay = _mm256_setzero_ps();
@@ -48,18 +38,12 @@ __attribute__((always_inline)) inline void rowvec_tile(size_t kc, const float* w
     for (size_t c = 0; c < kStrip; ++c) {
       const float wc = w[c * kStripLd + p];
 #pragma GCC unroll 2
-      for (size_t v = 0; v < V; ++v) z[c][v] = _mm512_fmadd_ps(av[v], _mm512_set1_ps(wc), z[c][v]);
-      if constexpr (Half) y[c] = _mm256_fmadd_ps(ay, _mm256_set1_ps(wc), y[c]);
+      for (size_t v = 0; v < V; ++v) t.z[c][v] = _mm512_fmadd_ps(av[v], _mm512_set1_ps(wc), t.z[c][v]);
+      if constexpr (Half) t.y[c] = _mm256_fmadd_ps(ay, _mm256_set1_ps(wc), t.y[c]);
     }
   }
   stager.finish();
-#pragma GCC unroll 16
-  for (size_t c = 0; c < kStrip; ++c) {
-    if (c >= cols) break;
-#pragma GCC unroll 2
-    for (size_t v = 0; v < V; ++v) _mm512_storeu_ps(ct + c * ldct + 16 * v, z[c][v]);
-    if constexpr (Half) _mm256_storeu_ps(ct + c * ldct + 16 * V, y[c]);
-  }
+  t.store(ct, ldct, cols);
 }
 
 }  // namespace
@@ -71,15 +55,9 @@ void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const fl
   // is half a zmm one where AVX-512 is executed in two 256-bit halves (Zen
   // 4: zmoe's ~137-row experts leave tails of any length), and no more
   // where it is not.
-  if (rows > 24) {
-    rowvec_tile<2, false>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  } else if (rows > 16) {
-    rowvec_tile<1, true>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  } else if (rows > 8) {
-    rowvec_tile<1, false>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  } else {
-    rowvec_tile<0, true>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  }
+  for_tail_rows(rows, [&]<size_t V, bool Half>() {
+    rowvec_tile<V, Half>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+  });
 }
 
 }  // namespace moegrad::kernels::avx512

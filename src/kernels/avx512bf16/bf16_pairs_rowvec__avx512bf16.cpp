@@ -21,25 +21,31 @@ using avx512::kPanel;
 using avx512::kStrip;
 using avx512::kStripLd;  // in 32-bit pair words here
 
-// V vectors of 16 grad_y rows x 14 weight rows, 14*V accumulators; one pair
-// per step, the weight pair broadcast from the strip.
-template <size_t V>
+// V zmm vectors of 16 grad_y rows, plus (Half) one ymm vector of 8 more, x
+// 14 weight rows: 14*(V + Half) accumulators; one pair per step, the weight
+// pair broadcast from the strip. A lane's chain is the same at either width
+// (the f32 kernel's reason for the ymm vector holds here too).
+template <size_t V, bool Half>
 __attribute__((always_inline)) inline void pair_tile(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                                      size_t ldct, size_t cols, bool accumulate,
                                                      const NextStrip& next) {
   const auto* w = reinterpret_cast<const int32_t*>(w_strip);
-  avx512::CtTile<kStrip, V> t(ct, ldct, cols, accumulate);
+  avx512::CtTile<kStrip, V, Half> t(ct, ldct, cols, accumulate);
   avx512::StripStager stager(next, (kc + 1) / 2);
   for (size_t m = 0; m < (kc + 1) / 2; ++m) {
     stager.step();
-    __m512bh av[V];
+    __m512bh av[t.kZ];
 #pragma GCC unroll 2
     for (size_t v = 0; v < V; ++v) av[v] = (__m512bh)_mm512_load_si512(a_panel + m * kPanel + 16 * v);
+    __m256bh ay{};
+    if constexpr (Half) ay = (__m256bh)_mm256_load_si256(reinterpret_cast<const __m256i*>(a_panel + m * kPanel + 16 * V));
 #pragma GCC unroll 14
     for (size_t c = 0; c < kStrip; ++c) {
-      const __m512bh wp = (__m512bh)_mm512_set1_epi32(w[c * kStripLd + m]);
+      // One broadcast; the ymm vector uses its low half.
+      const __m512i pair = _mm512_set1_epi32(w[c * kStripLd + m]);
 #pragma GCC unroll 2
-      for (size_t v = 0; v < V; ++v) t.acc[c][v] = _mm512_dpbf16_ps(t.acc[c][v], av[v], wp);
+      for (size_t v = 0; v < V; ++v) t.z[c][v] = _mm512_dpbf16_ps(t.z[c][v], av[v], (__m512bh)pair);
+      if constexpr (Half) t.y[c] = _mm256_dpbf16_ps(t.y[c], ay, (__m256bh)_mm512_castsi512_si256(pair));
     }
   }
   stager.finish();
@@ -49,11 +55,11 @@ __attribute__((always_inline)) inline void pair_tile(size_t kc, const float* w_s
 void bf16_rowvec_ukernel_14x32__avx512bf16(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                            size_t ldct, size_t rows, size_t cols, bool accumulate,
                                            const NextStrip& next) {
-  if (rows > 16) {
-    pair_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  } else {
-    pair_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-  }
+  // As in the f32 kernel: a slot's last panel runs only the 8-row vectors
+  // its rows need.
+  avx512::for_tail_rows(rows, [&]<size_t V, bool Half>() {
+    pair_tile<V, Half>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+  });
 }
 
 // A[m][r] = pair (grad_y[rows[r], n0+2m], grad_y[rows[r], n0+2m+1]), rows >=

@@ -269,6 +269,7 @@ bool fast_bf16_gives_emulation_bits(const Problem& p, const std::string& label) 
 
 // The fast bf16 row-vector kernel has the same 8-row tails.
 TEST(FastBf16, EveryTailLengthGivesTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
   for (int64_t rows = 1; rows <= 72; ++rows) {
     ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 45}, 0, 1.0, 301);
     spec.dtype = DType::kBF16;

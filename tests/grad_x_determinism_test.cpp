@@ -353,7 +353,8 @@ INSTANTIATE_TEST_SUITE_P(Isa, Engines, ::testing::Values(MOEGRAD_ISA_AVX2, MOEGR
 
 // Cache sizes from the smallest the environment accepts to far larger ones
 // than any L1/L2 today: the small ones shrink kc, nc and ms (reduction
-// blocks down to 64, the packed engine's column-block cap down to 256,
+// blocks down to 64 on the packed engine, 128 on the row-vector one, the
+// packed engine's column-block cap down to 256,
 // slots down to about 64 rows); the large ones meet the plan's cap.
 struct Caches {
   const char* l1d;

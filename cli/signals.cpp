@@ -3,7 +3,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-
 #include "atomic_file.h"
 #include "cli_error.h"
 

@@ -58,16 +58,26 @@ moegrad_status parse_engine(const char* text, plan::Engine* engine) {
   return parse_choice("MOEGRAD_ENGINE", text, kEngineNames, engine);
 }
 
-// A cache size in bytes from the environment variable `name`, if set.
-moegrad_status parse_cache_bytes(const char* name, size_t lo, size_t hi, size_t* bytes) {
+// A decimal count from the environment variable `name`, if set (else
+// *value is left as it is): digits only, as strtoull alone would skip spaces
+// and take a sign, and in [lo, hi]. `noun` names what it counts.
+moegrad_status parse_env_count(const char* name, const char* noun, unsigned long long lo, unsigned long long hi,
+                               unsigned long long* value) {
   const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return MOEGRAD_STATUS_SUCCESS;
   char* end = nullptr;
   errno = 0;
-  const unsigned long long n = std::strtoull(env, &end, 10);  // would skip spaces and take a sign
+  const unsigned long long n = std::strtoull(env, &end, 10);
   if (env[0] < '0' || env[0] > '9' || errno != 0 || *end != '\0' || n < lo || n > hi)
-    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not a number of bytes in [%zu, %zu]", name, env, lo,
-                hi);
+    return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not %s in [%llu, %llu]", name, env, noun, lo, hi);
+  *value = n;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+// A cache size in bytes from the environment variable `name`, if set.
+moegrad_status parse_cache_bytes(const char* name, size_t lo, size_t hi, size_t* bytes) {
+  unsigned long long n = *bytes;
+  if (auto s = parse_env_count(name, "a number of bytes", lo, hi, &n)) return s;
   *bytes = static_cast<size_t>(n);
   return MOEGRAD_STATUS_SUCCESS;
 }
@@ -93,15 +103,9 @@ moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
 
 moegrad_status init_context_from_env(moegrad_context* ctx) {
   ctx->default_threads = online_cpus();
-  if (const char* env = std::getenv("MOEGRAD_NUM_THREADS"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    errno = 0;
-    const long n = std::strtol(env, &end, 10);  // would skip spaces and take a sign
-    if (env[0] < '0' || env[0] > '9' || errno != 0 || *end != '\0' || n < 1 || n > kMaxThreads)
-      return fail(MOEGRAD_STATUS_INVALID_ARGUMENT,
-                  "MOEGRAD_NUM_THREADS='%s' is not an integer in [1, %d]", env, kMaxThreads);
-    ctx->default_threads = static_cast<int32_t>(n);
-  }
+  unsigned long long threads = static_cast<unsigned long long>(ctx->default_threads);
+  if (auto s = parse_env_count("MOEGRAD_NUM_THREADS", "an integer", 1, kMaxThreads, &threads)) return s;
+  ctx->default_threads = static_cast<int32_t>(threads);
   ctx->num_threads = ctx->default_threads;
   moegrad_isa requested = MOEGRAD_ISA_AUTO;
   if (const char* env = std::getenv("MOEGRAD_ISA"); env != nullptr && *env != '\0') {

@@ -8,12 +8,6 @@
 
 namespace moegrad::ops {
 
-bool Tensor::empty() const {
-  for (int d = 0; d < rank; ++d)
-    if (layout.shape[d] == 0) return true;
-  return false;
-}
-
 namespace {
 
 moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tensor* out) {

@@ -25,7 +25,6 @@ struct Tensor {
   int64_t dim(int d) const { return layout.shape[d]; }
   int64_t stride(int d) const { return layout.stride[d]; }
   const std::byte* data() const { return layout.data; }
-  bool empty() const;
 };
 
 // check_tensor + the dtype is f32, f16 or bf16.

@@ -76,18 +76,22 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // One worker needs no split at all: every extra item repacks panels.
   const int64_t want_items = plan.workers == 1 ? 1 : 2 * static_cast<int64_t>(plan.workers);
 
-  // kc: the block a micro-kernel call reduces over. The packed engine's L1
-  // holds what one call reads: the reused operand (B micro-panel, kc x NR)
-  // and the streamed one (A, MR x kc), f32. The row-vector engine's grad_y
-  // panel (kc x PANEL) is read once per call, in address order, which the
-  // hardware prefetcher follows from L2: only the weight strip (STRIP x
-  // kc), which every panel reuses, has to stay, in half the L1 (on a Zen 4
-  // with a 32 KiB L1d that gives kc 256 instead of 160: 0.95x and 0.97x
-  // the time on zmoe, 0.90x and 0.98x on fine-grained, one thread, f32;
-  // with 48 KiB both rules give 256). At most 256; a multiple of 32, so
-  // fast-bf16 pairs never straddle blocks.
+  // kc: the block a micro-kernel call reduces over. Only the operand that
+  // every call of a block reuses has to stay in the L1; the other is read
+  // once per call and streams from L2. The packed engine's reused operand,
+  // the B micro-panel (kc x NR f32), may fill the L1 while its A
+  // micro-panels stream past (on a Zen 4 with a 32 KiB L1d that gives kc
+  // 256 instead of 160 when A had to fit too: large-token's N = 256 is then
+  // one block, whose packed weights the next slot of the same expert reuses;
+  // 0.95-0.97x the time with one thread, every dtype and the fast bf16
+  // mode, 0.83-0.89x with two). The row-vector engine's weight strip
+  // (STRIP x kc) stays in half the L1; its grad_y panel is read in address
+  // order, which the hardware prefetcher follows (there too kc 256 instead
+  // of 160: 0.95x and 0.97x the time on zmoe, 0.90x and 0.98x on
+  // fine-grained, one thread, f32). With 48 KiB every rule gives 256. At
+  // most 256; a multiple of 32, so fast-bf16 pairs never straddle blocks.
   const size_t kc_l1 = plan.rowvec ? round_down(fit.l1d / 2 / (sizeof(float) * col_unit), 32)
-                                   : round_down(fit.l1d / (sizeof(float) * (row_unit + col_unit)), 32);
+                                   : round_down(fit.l1d / (sizeof(float) * col_unit), 32);
   size_t kc_max = std::clamp<size_t>(kc_l1, 32, 256);
   if (plan.rowvec) kc_max = std::min(kc_max, plan.rowvec->max_kc);  // what a strip row holds
   plan.kc = std::min(N, kc_max);

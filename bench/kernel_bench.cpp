@@ -161,6 +161,7 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 24, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 16, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 512, 32, 1})  // the fast mode's block where the L1 holds it
     ->Args({MOEGRAD_ISA_AVX512, 256, 32, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 24, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 16, 1})

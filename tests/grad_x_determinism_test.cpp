@@ -299,6 +299,21 @@ TEST(FastBf16, BothEnginesGiveTheEmulationBits) {
   if (!fast_bf16_engines_checked("")) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
 }
 
+// The fast bf16 row-vector engine reduces over blocks of up to 512 (two
+// elements a word): a reduction of two blocks, the second of odd length (a
+// half-filled last word), in one packing span and, with a small L2, in
+// several.
+TEST(FastBf16, LongReductionsGiveTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  ProblemSpec spec = make_spec({.batch = 100, .top_k = 2, .experts = 3, .K = 50, .N = 1001}, 0, 0.9, 302);
+  spec.dtype = DType::kBF16;
+  for (const char* l2 : {"1048576", "131072"}) {
+    ScopedEnv l1d("MOEGRAD_L1D_BYTES", "49152"), l2_bytes("MOEGRAD_L2_BYTES", l2);
+    if (!fast_bf16_gives_emulation_bits(Problem(spec), std::string(" L2=") + l2))
+      GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  }
+}
+
 // Strided layouts in the fast bf16 mode: a grad_y strided along N is packed
 // pair by pair, a padded one copied row by row, a [G, N, K] weight buffer
 // packed from strided elements; each gives the emulation's bits on both

@@ -19,10 +19,11 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   }
   const size_t panels = (count + k.panel - 1) / k.panel;
   const size_t last = (panels - 1) * k.panel;
+  const size_t kc_words = (kc + k.per_word - 1) / k.per_word;
   // The panel of rows [ir, ir + PANEL) for reduction block pc of the span
   // starting at ps.
   auto panel_at = [&](size_t ps, size_t pc, size_t ir) {
-    return scratch.panels + ((pc - ps) / kc * panels + ir / k.panel) * kc * k.panel;
+    return scratch.panels + ((pc - ps) / kc * panels + ir / k.panel) * kc_words * k.panel;
   };
   // Weight rows [j0 + jc, + rows_n) at reduction offset p, its lines for
   // span elements (of them, `whole` only the lines the span fills).

@@ -17,7 +17,7 @@
 namespace moegrad::driver {
 
 struct RowvecScratch {
-  float* panels;   // >= round_up(count, PANEL) * pack_span floats
+  float* panels;   // >= round_up(count, PANEL) * the span's words (GradXPlan::panel_words)
   float* w_strip;  // >= 2 * strip_floats (two strip buffers)
 };
 

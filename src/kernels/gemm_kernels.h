@@ -97,6 +97,8 @@ struct RowvecKernels {
   size_t strip;         // weight rows (grad_x columns) per strip: STRIP
   size_t panel;         // grad_y rows per panel: PANEL (two vectors: 32 on AVX-512, 16 on AVX2)
   size_t max_kc;        // the longest reduction block a strip holds
+  size_t per_word;      // reduction elements per 32-bit word of strips and panels:
+                        // 1 (widened to f32), 2 (bf16 pairs, the fast mode)
   size_t strip_ld;      // floats from one strip row to the next: STRIP_LD
   size_t strip_floats;  // size of one strip buffer
   // Ct tile from a strip ([STRIP][STRIP_LD]) and a panel ([kc][PANEL], rows

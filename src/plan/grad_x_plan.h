@@ -20,7 +20,8 @@
 //   a_pack        workers x ms x kc        packed grad_y rows (widened to f32;
 //                                          copied rows: x 272 instead of kc;
 //                                          row-vector: x pack_span,
-//                                          the most any slot packs)
+//                                          the most any slot packs; fast
+//                                          bf16 pairs: half the words)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
 //                                          engine: two weight strips)
 //   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
@@ -77,6 +78,10 @@ struct GradXPlan {
   // rows, whole panels: the tile is kept compact ([nc][rows rounded up],
   // within the slot's ms x nc), which is what pack_span() budgets for.
   size_t rowvec_ld(size_t rows) const;
+  // Row-vector engine: the words a panel row takes for a span (a multiple
+  // of kc): each kc block of it in whole words (bf16 pairs: a block of odd
+  // length ends with a half-filled word).
+  size_t panel_words(size_t span) const;
 };
 
 inline constexpr size_t kWorkspaceAlign = 512;

@@ -7,6 +7,7 @@ const RowvecKernels& rowvec_kernels() {
       kStrip,
       kPanel,
       kMaxStripKc,
+      1,
       kStripLd,
       kStrip * kStripLd,
       f32_rowvec_ukernel_6x16__avx2,

@@ -98,7 +98,8 @@ const RowvecKernels& bf16_pair_rowvec_kernels() {
   static const RowvecKernels table = {
       kStrip,
       kPanel,
-      avx512::kMaxStripKc,
+      2 * avx512::kMaxStripKc,  // a strip row's words hold twice as many bf16 elements
+      2,
       kStripLd,
       kStrip * kStripLd,
       bf16_rowvec_ukernel_14x32__avx512bf16,

@@ -151,6 +151,20 @@ LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer_pc"
   $(pkg-config --cflags moegrad) "$prefix/$libdir/libmoegrad.a" -lstdc++ -lm -lpthread -o "$tmp/consumer_a"
 no_shared_moegrad "$tmp/consumer_a"
 "$tmp/consumer_a"
+# The same libraries from `pkg-config --static` (Libs.private), as a build
+# system that links the archive asks for them, with the archive chosen
+# over the shared library by -Bstatic around -lmoegrad alone.
+static_libs=$(pkg-config --static --libs moegrad)
+case " $static_libs " in
+  *" -lmoegrad -lstdc++ -lm -lpthread "*) ;;
+  *) fail "pkg-config --static --libs moegrad: $static_libs" ;;
+esac
+# shellcheck disable=SC2046,SC2086
+"$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror "$source/tests/install/consumer/consumer.c" \
+  $(pkg-config --cflags moegrad) ${static_libs/-lmoegrad/-Wl,-Bstatic -lmoegrad -Wl,-Bdynamic} \
+  -o "$tmp/consumer_pc_static"
+no_shared_moegrad "$tmp/consumer_pc_static"
+"$tmp/consumer_pc_static"
 # ... and, being position-independent, into a shared library of the user's.
 # shellcheck disable=SC2046
 "$cc" -std=c99 -shared -fPIC "$source/tests/install/consumer/consumer.c" $(pkg-config --cflags moegrad) \

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string_view>
 
+#include "dense_bytes.h"
+
 // Where the oneDNN baseline's module is looked for (bench/CMakeLists.txt).
 #ifdef MOEGRAD_BENCH_ONEDNN_MODULE
 #define MOEGRAD_BENCH_ONEDNN_MODULE_HELP MOEGRAD_BENCH_ONEDNN_MODULE " (from this command)"
@@ -162,11 +164,9 @@ void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
                               {"d_expanded_x [M, K]", {m, d[3], 1}},
                               {"grad_x [batch, K]", {d[0], d[3], 1}}};
     for (const Buffer& b : buffers) {
-      uint64_t bytes = sizeof(float);
-      for (const int64_t n : b.dims) {
-        if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(n), &bytes))
-          usage("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
-      }
+      uint64_t bytes = 0;
+      if (!cli::dense_bytes({b.dims[0], b.dims[1], b.dims[2]}, sizeof(float), &bytes))
+        usage("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
     }
     std::string name;
     for (int i = 0; i < 5; ++i) {

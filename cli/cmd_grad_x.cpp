@@ -12,6 +12,7 @@
 #include "atomic_file.h"
 #include "cli_error.h"
 #include "commands.h"
+#include "dense_bytes.h"
 #include "dl_tensor.h"
 #include "flags.h"
 #include "npy.h"
@@ -136,8 +137,7 @@ int cmd_grad_x(std::span<char* const> args) {
   }
   const int64_t k = weight.shape()[1];
   uint64_t out_bytes = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(batch), static_cast<uint64_t>(k), &out_bytes) ||
-      __builtin_mul_overflow(out_bytes, sizeof(float), &out_bytes)) {
+  if (!dense_bytes({batch, k}, sizeof(float), &out_bytes)) {
     data_error("grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
                "] overflows 64-bit size");
   }

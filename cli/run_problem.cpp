@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli_error.h"
+#include "dense_bytes.h"
 #include "dl_tensor.h"
 #include "random_data.h"
 
@@ -14,13 +15,11 @@ namespace {
 
 uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_bytes,
                        const char* what) {
-  uint64_t p = element_bytes;
-  for (const int64_t d : dims) {
-    if (__builtin_mul_overflow(p, static_cast<uint64_t>(d), &p)) {
-      usage_error(std::string("run: the size of ") + what + " overflows 64 bits");
-    }
+  uint64_t bytes = 0;
+  if (!dense_bytes(dims, element_bytes, &bytes)) {
+    usage_error(std::string("run: the size of ") + what + " overflows 64 bits");
   }
-  return p;
+  return bytes;
 }
 
 // Every size the run will allocate fits, checked before the routing is

@@ -19,7 +19,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   }
   const size_t panels = (count + k.panel - 1) / k.panel;
   const size_t last = (panels - 1) * k.panel;
-  const size_t kc_words = (kc + k.per_word - 1) / k.per_word;
+  const size_t kc_words = k.words(kc);
   // The panel of rows [ir, ir + PANEL) for reduction block pc of the span
   // starting at ps.
   auto panel_at = [&](size_t ps, size_t pc, size_t ir) {

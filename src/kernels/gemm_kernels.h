@@ -122,6 +122,10 @@ struct RowvecKernels {
   // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols (or = when
   // !add: the non-fused path writing d_expanded_x).
   AddColsFn add_cols;
+
+  // The words that n reduction elements take in a strip or panel row (bf16
+  // pairs: an odd n ends with a half-filled word).
+  size_t words(size_t n) const { return (n + per_word - 1) / per_word; }
 };
 
 // The packed engine with the A micro-panel copied rather than transposed

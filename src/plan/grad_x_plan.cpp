@@ -102,7 +102,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   if (plan.rowvec) kc_max = std::min(kc_max, plan.rowvec->max_kc);  // what a strip row holds
   plan.kc = std::min(N, kc_max);
   // The words one row takes in a packed block of kc_max (cache budgets).
-  const size_t kc_words = (kc_max + per_word - 1) / per_word;
+  const size_t kc_words = plan.rowvec ? plan.rowvec->words(kc_max) : kc_max;
 
   // nc: every column block re-packs the slot's grad_y rows, so wider blocks
   // pack less; but the blocks are also the unit of parallelism. Aim for 2
@@ -209,9 +209,6 @@ size_t GradXPlan::pack_span(size_t rows) const {
   return std::clamp(span, kc, max_span);
 }
 
-size_t GradXPlan::panel_words(size_t span) const {
-  const size_t per_word = rowvec->per_word, block = (kc + per_word - 1) / per_word;
-  return span / kc * block;
-}
+size_t GradXPlan::panel_words(size_t span) const { return span / kc * rowvec->words(kc); }
 
 }  // namespace moegrad::plan

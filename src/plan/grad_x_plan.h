@@ -79,8 +79,7 @@ struct GradXPlan {
   // within the slot's ms x nc), which is what pack_span() budgets for.
   size_t rowvec_ld(size_t rows) const;
   // Row-vector engine: the words a panel row takes for a span (a multiple
-  // of kc): each kc block of it in whole words (bf16 pairs: a block of odd
-  // length ends with a half-filled word).
+  // of kc), each kc block in whole words (RowvecKernels::words).
   size_t panel_words(size_t span) const;
 };
 

@@ -5,7 +5,7 @@
 namespace moegrad::driver {
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
-                      size_t ldc, PackScratch* scratch, int64_t b_key) {
+                      size_t ldc, PackScratch* scratch, int64_t b_key, const kernels::PrefetchRows* dest_rows) {
   const kernels::GemmKernels& k = *blk.kernels;
   const int dt = static_cast<int>(blk.dtype);
   const size_t total = static_cast<size_t>(len);
@@ -59,6 +59,11 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
             next = {static_cast<const std::byte*>(a.data) + n0 * elem, rows + ir + k.mr,
                     a.outer_stride * static_cast<int64_t>(elem), std::min(k.mr, count - ir - k.mr),
                     (kc * elem + 63) / 64 + 1};
+        } else if (dest_rows != nullptr && pc + kc >= total && jr + k.nr >= cols) {
+          // The last pass: the destination rows of these rows, into L2.
+          next = *dest_rows;
+          next.rows += ir;
+          next.count = std::min(k.mr, count - ir);
         }
         rows_a->ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),
                         pc > 0, next);

@@ -39,8 +39,14 @@ struct GemmBlocking {
 // r < count, j < cols, as one fp32 FMA chain per element in ascending p,
 // starting at +0.0 (SPEC §5). c has leading dimension ldc. b_key: a caller's
 // name for this B panel (>= 0 enables reuse across calls), or -1.
+// dest_rows: rows the caller will update with c's rows once the tile is done
+// (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
+// requested while the tile's last column pass runs (unless that is also the
+// first, whose calls request the next grad_y rows instead; the copied-rows
+// kernels only).
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
-                      size_t ldc, PackScratch* scratch, int64_t b_key);
+                      size_t ldc, PackScratch* scratch, int64_t b_key,
+                      const kernels::PrefetchRows* dest_rows = nullptr);
 
 }  // namespace moegrad::driver

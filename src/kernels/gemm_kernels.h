@@ -67,14 +67,16 @@ struct NextStrip {
 };
 
 // The same, for gathered rows: line l < lines of row i < count lies at
-// first + rows[i] * stride + 64 * l (the next grad_y rows a slot copies,
-// which come in an order no hardware prefetcher follows).
+// first + rows[i] * stride + 64 * l (the next grad_y rows a slot copies, or
+// the grad_x rows its scatter-add will update, which come in an order no
+// hardware prefetcher follows); into L1, or (to_l2) into L2 only.
 struct PrefetchRows {
   const std::byte* first = nullptr;
   const int32_t* rows = nullptr;
   int64_t stride = 0;
   size_t count = 0;
   size_t lines = 0;
+  bool to_l2 = false;
 };
 
 using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a_panel, float* ct, size_t ldct,

@@ -212,7 +212,7 @@ moegrad_status default_context(const moegrad_context** ctx) {
 }  // namespace moegrad
 
 moegrad_status moegrad_context::pool(std::shared_ptr<moegrad::runtime::ThreadPool>* out) const {
-  std::lock_guard<std::mutex> lock(pool_mutex_);
+  std::lock_guard<moegrad::runtime::ForkSafeMutex> lock(pool_mutex_);
   // A context copied into a child by fork() (Python's multiprocessing, a
   // DataLoader worker) starts its own workers there.
   if (!pool_ || pool_->forked()) {
@@ -223,7 +223,7 @@ moegrad_status moegrad_context::pool(std::shared_ptr<moegrad::runtime::ThreadPoo
 }
 
 moegrad_status moegrad_context::resize_pool() {
-  std::lock_guard<std::mutex> lock(pool_mutex_);
+  std::lock_guard<moegrad::runtime::ForkSafeMutex> lock(pool_mutex_);
   if (pool_ && !pool_->forked() && pool_->size() == num_threads) return MOEGRAD_STATUS_SUCCESS;
   return start_pool(num_threads);
 }

@@ -12,6 +12,7 @@
 #include "moegrad/moegrad.h"
 #include "plan/cache_sizes.h"
 #include "plan/engine.h"
+#include "runtime/fork_safe_mutex.h"
 #include "runtime/thread_pool.h"
 
 // The settings are atomics: a context may be shared by threads, and a setter
@@ -34,7 +35,9 @@ struct moegrad_context {
  private:
   moegrad_status start_pool(int32_t threads) const;  // pool_mutex_ held
 
-  mutable std::mutex pool_mutex_;
+  // Fork-safe: a child forked while another thread starts a pool must still
+  // take it, to start its own workers.
+  mutable moegrad::runtime::ForkSafeMutex pool_mutex_;
   mutable std::shared_ptr<moegrad::runtime::ThreadPool> pool_;
 };
 

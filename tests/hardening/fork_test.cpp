@@ -3,7 +3,9 @@
 // but not their worker threads. It must still compute, with the same bits,
 // on those contexts and on the default one, resize and destroy them, and
 // the parent must be unaffected. Before the fix the child waited forever
-// for the parent's workers; an alarm turns a hang into a failure here.
+// for the parent's workers; an alarm turns a hang into a failure here. And a
+// fork while another thread holds a context's pool lock (starting a pool)
+// must not hand the child that lock held.
 #include <moegrad/moegrad.h>
 #include <moegrad/moegrad_layer.h>
 
@@ -12,8 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "problem.h"
@@ -107,6 +111,47 @@ TEST(Fork, ChildComputesOnInheritedContexts) {
   EXPECT_TRUE(c.run_matches(shared.get()));
   EXPECT_TRUE(c.run_matches(other.get()));
   EXPECT_TRUE(c.run_matches(nullptr));
+}
+
+// Another thread resizes the context's pool without pause, so it holds the
+// pool lock (starting and joining workers) most of the time; each child
+// forked meanwhile must still compute on that context. Before the lock was
+// fork-safe, children hung in their first run.
+TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
+  const Case c;
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  ASSERT_TRUE(c.run_matches(ctx.get()));
+  std::atomic<bool> stop{false};
+  std::atomic<int> resizes{0};
+  std::thread resizer([&] {
+    for (int32_t n = 3; !stop.load(); n = 5 - n) {  // 3, 2, 3, ...
+      ctx.set_num_threads(n);
+      resizes.fetch_add(1);
+    }
+  });
+  constexpr int kForks = 16;
+  int hung = 0, failed = 0;
+  for (int i = 0; i < kForks; ++i) {
+    while (resizes.load() < 2 * (i + 1)) std::this_thread::yield();  // forks land mid-resize
+    const pid_t pid = fork();
+    if (pid == 0) {
+      alarm(30);
+      _exit(c.run_matches(ctx.get()) ? kOk : kSharedContext);
+    }
+    if (pid < 0) break;
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid) break;
+    if (WIFSIGNALED(status)) {
+      ++hung;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != kOk) {
+      ++failed;
+    }
+  }
+  stop = true;
+  resizer.join();
+  EXPECT_EQ(hung, 0) << "children that hung (or died) of " << kForks;
+  EXPECT_EQ(failed, 0) << "children whose run failed or differed, of " << kForks;
+  EXPECT_TRUE(c.run_matches(ctx.get()));
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +14,7 @@
 #include <utility>
 
 #include "cli_error.h"
+#include "signals.h"
 
 namespace moegrad::cli {
 namespace {
@@ -44,6 +47,32 @@ int register_temp(const std::string& path) {
 void unregister_temp(int slot) {
   if (slot >= 0) g_temp_slots[slot].state.store(0);
 }
+
+// Holds back the termination signals in the calling thread while a temp
+// file is created and registered: one arriving in between would find the
+// file on disk but not in the list, and leave it there (seen once in CI: a
+// SIGTERM sent the moment the file appeared). A signal held back is
+// delivered when this ends, and the handler then finds the file. The CLI
+// creates its outputs before it starts any other thread, so no other
+// thread can take the signal meanwhile.
+class TerminationSignalsHeld {
+ public:
+  TerminationSignalsHeld() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kTerminationSignals) sigaddset(&set, sig);
+    held_ = pthread_sigmask(SIG_BLOCK, &set, &previous_) == 0;
+  }
+  ~TerminationSignalsHeld() {
+    if (held_) pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+  }
+  TerminationSignalsHeld(const TerminationSignalsHeld&) = delete;
+  TerminationSignalsHeld& operator=(const TerminationSignalsHeld&) = delete;
+
+ private:
+  sigset_t previous_;
+  bool held_ = false;
+};
 
 }  // namespace
 
@@ -91,36 +120,47 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
   // A hidden name that says who made it, unique per process and attempt;
   // O_EXCL makes a clash with any existing file a retry, never an overwrite.
   // Mode 0666 lets the umask decide, as for any file the user creates.
-  for (int attempt = 0; attempt < 100; ++attempt) {
-    temp_path_ = dir_ + "/." + base + ".moegrad-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
-    fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ >= 0) break;
-    if (errno != EEXIST) {
-      const int err = errno;
-      temp_path_.clear();
-      data_error(path_ + ": cannot create a file in " + dir_ + ": " + std::strerror(err));
+  {
+    const TerminationSignalsHeld held;
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      temp_path_ = dir_ + "/." + base + ".moegrad-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+      fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+      if (fd_ >= 0) break;
+      if (errno != EEXIST) {
+        const int err = errno;
+        temp_path_.clear();
+        data_error(path_ + ": cannot create a file in " + dir_ + ": " + std::strerror(err));
+      }
     }
+    if (fd_ < 0) {
+      temp_path_.clear();
+      data_error(path_ + ": cannot create a temporary file in " + dir_);
+    }
+    temp_slot_ = register_temp(temp_path_);
   }
-  if (fd_ < 0) {
-    temp_path_.clear();
-    data_error(path_ + ": cannot create a temporary file in " + dir_);
-  }
-  temp_slot_ = register_temp(temp_path_);
   if (existing != nullptr) {
     // The replacement keeps the replaced file's owner (where we may set it:
     // as root) and permission bits, so a private file stays private.
     if (::fchown(fd_, existing->st_uid, existing->st_gid) != 0) {
       // Not permitted for another user's file; its bits still apply.
     }
-    if (::fchmod(fd_, existing->st_mode & 07777) != 0) fail("cannot set the permissions of the new file", errno);
+    if (::fchmod(fd_, existing->st_mode & 07777) != 0) {
+      const int err = errno;
+      discard();  // a constructor that throws gets no destructor call
+      fail("cannot set the permissions of the new file", err);
+    }
   }
 }
 
-AtomicFile::~AtomicFile() {
+void AtomicFile::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
   unregister_temp(temp_slot_);
+  temp_slot_ = -1;
 }
+
+AtomicFile::~AtomicFile() { discard(); }
 
 void AtomicFile::fail(const std::string& what, int err) {
   data_error(path_ + ": " + what + ": " + std::strerror(err));

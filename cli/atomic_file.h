@@ -36,6 +36,8 @@ class AtomicFile {
  private:
   [[noreturn]] void fail(const std::string& what, int err);
   void create_temp(const std::string& target, const struct stat* existing);
+  // Closes the file and, unless committed, removes the temp file.
+  void discard() noexcept;
 
   std::string path_;       // as given, for messages
   std::string target_;     // the file renamed over (path_ with symlinks resolved)

@@ -38,7 +38,7 @@ void install(int sig, void (*handler)(int), bool unless_ignored) {
 }  // namespace
 
 void install_signal_handlers() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) install(sig, on_termination, true);
+  for (int sig : kTerminationSignals) install(sig, on_termination, true);
   install(SIGBUS, on_bus_error, false);
 }
 

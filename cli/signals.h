@@ -6,7 +6,12 @@
 // prints the one "moegrad: error:" line and exits 1 instead of dumping core.
 #pragma once
 
+#include <signal.h>
+
 namespace moegrad::cli {
+
+// The signals whose handler removes the temp files.
+inline constexpr int kTerminationSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 void install_signal_handlers();
 

@@ -161,8 +161,8 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
     // before it are added: tokens come in random order, which no hardware
     // prefetcher follows. Measured on large-token (grad_x 56 MB, far beyond
     // the L3), fused only: the look-ahead 0.78x the time without it; the L2
-    // requests 0.94x the time of the look-ahead alone with one thread,
-    // 0.93-0.96x with two (a scatter-add stalled on DRAM misses before).
+    // requests 0.94-0.96x the time of the look-ahead alone with one thread,
+    // 0.91-0.95x with two (a scatter-add stalled on DRAM misses before).
     const size_t row_bytes = static_cast<size_t>(kn) * sizeof(float);
     const auto* gx0 = reinterpret_cast<const std::byte*>(grad_x_at(p, 0, k0));
     const int64_t gx_stride = p.gx_row * static_cast<int64_t>(sizeof(float));

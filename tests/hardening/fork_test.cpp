@@ -130,7 +130,7 @@ TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
     }
   });
   constexpr int kForks = 16;
-  int hung = 0, failed = 0;
+  int waited = 0, hung = 0, failed = 0;
   for (int i = 0; i < kForks; ++i) {
     while (resizes.load() < 2 * (i + 1)) std::this_thread::yield();  // forks land mid-resize
     const pid_t pid = fork();
@@ -138,9 +138,10 @@ TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
       alarm(30);
       _exit(c.run_matches(ctx.get()) ? kOk : kSharedContext);
     }
-    if (pid < 0) break;
+    if (pid < 0) break;  // counted below: fewer children than kForks fails
     int status = 0;
     if (waitpid(pid, &status, 0) != pid) break;
+    ++waited;
     if (WIFSIGNALED(status)) {
       ++hung;
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != kOk) {
@@ -149,6 +150,7 @@ TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
   }
   stop = true;
   resizer.join();
+  EXPECT_EQ(waited, kForks) << "children forked and waited for";
   EXPECT_EQ(hung, 0) << "children that hung (or died) of " << kForks;
   EXPECT_EQ(failed, 0) << "children whose run failed or differed, of " << kForks;
   EXPECT_TRUE(c.run_matches(ctx.get()));

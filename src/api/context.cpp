@@ -1,9 +1,11 @@
 #include "api/context.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -189,23 +191,43 @@ ContextInfo describe_context(const moegrad_context& ctx) {
   return info;
 }
 
-moegrad_status default_context(const moegrad_context** ctx) {
-  // Built once; if the environment is invalid every call reports it again.
-  static moegrad_context* instance = nullptr;
-  static moegrad_status status = MOEGRAD_STATUS_SUCCESS;
-  static std::string message;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    instance = new (std::nothrow) moegrad_context;
-    if (instance == nullptr) {
-      status = fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate the default context");
-    } else {
-      status = init_context_from_env(instance);
+namespace {
+
+// The default context, built once with pthread_once (which a fork() in the
+// middle of it does not leave stuck in the child: see
+// runtime/cpu_features.cpp). Constant-initialised and never destroyed, so a
+// user's static destructor may still use it.
+struct DefaultContext {
+  moegrad_context* instance = nullptr;
+  moegrad_status status = MOEGRAD_STATUS_SUCCESS;
+  char message[1024] = {};  // why it could not be built (truncated)
+};
+constinit DefaultContext g_default;
+pthread_once_t g_default_built = PTHREAD_ONCE_INIT;
+
+void build_default_context() {
+  // A fork() may have interrupted a build in the parent: start afresh.
+  g_default = DefaultContext{};
+  g_default.instance = new (std::nothrow) moegrad_context;
+  if (g_default.instance == nullptr) {
+    g_default.status = fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate the default context");
+  } else {
+    g_default.status = init_context_from_env(g_default.instance);
+    if (g_default.status != MOEGRAD_STATUS_SUCCESS) {
+      delete g_default.instance;
+      g_default.instance = nullptr;
     }
-    message = moegrad_last_error_message();
-  });
-  if (status != MOEGRAD_STATUS_SUCCESS) return fail(status, "default context: %s", message.c_str());
-  *ctx = instance;
+  }
+  std::snprintf(g_default.message, sizeof g_default.message, "%s", moegrad_last_error_message());
+}
+
+}  // namespace
+
+moegrad_status default_context(const moegrad_context** ctx) {
+  // If the environment is invalid every call reports it again.
+  pthread_once(&g_default_built, build_default_context);
+  if (g_default.status != MOEGRAD_STATUS_SUCCESS) return fail(g_default.status, "default context: %s", g_default.message);
+  *ctx = g_default.instance;
   return MOEGRAD_STATUS_SUCCESS;
 }
 

@@ -112,10 +112,10 @@ struct RowvecKernels {
   RowvecUkernelFn ukernel;
   // A[p][r] = grad_y[rows[r], n0 + p] for r < count (<= PANEL), zero up to
   // PANEL, widened to f32; grad_y's reduction dimension must be contiguous.
-  PackGatheredRowsFn pack_panel[kNumDTypes];
+  const PackGatheredRowsFn* pack_panel;  // [kNumDTypes]
   // W[c][p] = weight_g[k0 + c, n0 + p] for c < count (<= STRIP), zero rows up
   // to STRIP, widened to f32; the weight's N dimension must be contiguous.
-  RowvecCopyStripFn copy_strip[kNumDTypes];
+  const RowvecCopyStripFn* copy_strip;  // [kNumDTypes]
   // The dtypes whose strip rows hold the weight rows' bytes unchanged (f32;
   // bf16 pairs in the fast mode): the kernel call can copy those strips
   // (NextStrip::copy_to); the others are widened by copy_strip.
@@ -145,7 +145,7 @@ struct RowsAKernels {
   // widened to f32, rows count..MR-1 zero (fast bf16: the row's pairs, an
   // odd kc padded with a zero element). Null for a dtype the table does not
   // take, which then packs transposed (pack_a).
-  PackGatheredRowsFn pack[kNumDTypes];
+  const PackGatheredRowsFn* pack;  // [kNumDTypes]
 };
 
 struct GemmKernels {
@@ -153,8 +153,8 @@ struct GemmKernels {
   size_t mr;
   size_t nr;
   GemmUkernelFn ukernel;
-  PackAFn pack_a[kNumDTypes];  // indexed by DType
-  PackBFn pack_b[kNumDTypes];
+  const PackAFn* pack_a;  // [kNumDTypes], indexed by DType
+  const PackBFn* pack_b;  // [kNumDTypes]
   AddRowFn add_row;
   const RowvecKernels* rowvec;  // nullptr where the ISA has no row-vector engine
   const RowsAKernels* rows_a;   // nullptr where A is always transposed
@@ -165,6 +165,9 @@ inline size_t a_pack_floats(const GemmKernels& k, size_t rows, size_t kc) {
   const size_t per_row = k.rows_a != nullptr && k.rows_a->ld > kc ? k.rows_a->ld : kc;
   return (rows + k.mr - 1) / k.mr * k.mr * per_row;
 }
+
+// Every table is a constinit object: a lazily built one would have a guard
+// that a fork() could leave held (runtime/cpu_features.cpp says why).
 
 // The table for an ISA (never AUTO); nullptr if this CPU cannot run it.
 const GemmKernels* gemm_kernels_for(moegrad_isa isa);

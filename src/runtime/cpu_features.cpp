@@ -1,6 +1,7 @@
 #include "runtime/cpu_features.h"
 
 #include <cpuid.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -54,11 +55,21 @@ CpuFeatures detect() {
   return f;
 }
 
+CpuFeatures g_features;  // constant-initialised; written once, by detect_once
+pthread_once_t g_detected = PTHREAD_ONCE_INIT;
+
+void detect_once() { g_features = detect(); }
+
 }  // namespace
 
+// pthread_once, not a function-local static: a fork() while another thread
+// is inside detect() must not hand the child a guard that stays "being
+// initialised" forever (libstdc++'s guards would; glibc's pthread_once
+// notices the fork and runs detect() again in the child). One-time state in
+// this library follows that rule; tests/no_lazy_statics_test.sh checks it.
 const CpuFeatures& cpu_features() {
-  static const CpuFeatures features = detect();
-  return features;
+  pthread_once(&g_detected, detect_once);
+  return g_features;
 }
 
 }  // namespace moegrad::runtime

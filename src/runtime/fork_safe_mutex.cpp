@@ -27,12 +27,23 @@ struct ForkRegistry {
 
 constinit ForkRegistry ForkRegistry::registry;
 
+namespace {
+
+// If the C library cannot record the handlers (ENOMEM), the mutexes are
+// plain ones, as they were before this class.
+void install_fork_handlers() {
+  (void)pthread_atfork(ForkRegistry::before_fork, ForkRegistry::after_fork, ForkRegistry::after_fork);
+}
+
+// Once per process, with pthread_once rather than a function-local static
+// (see runtime/cpu_features.cpp: a fork during the installation must not
+// leave the child a guard held forever).
+pthread_once_t g_handlers_installed = PTHREAD_ONCE_INIT;
+
+}  // namespace
+
 ForkSafeMutex::ForkSafeMutex() noexcept {
-  // Once per process. If the C library cannot record the handlers (ENOMEM),
-  // the mutexes are plain ones, as they were before this class.
-  static const bool handlers = pthread_atfork(ForkRegistry::before_fork, ForkRegistry::after_fork,
-                                              ForkRegistry::after_fork) == 0;
-  (void)handlers;
+  pthread_once(&g_handlers_installed, install_fork_handlers);
   std::lock_guard<std::mutex> lock(ForkRegistry::registry.mutex);
   next_ = ForkRegistry::registry.head;
   if (next_ != nullptr) next_->prev_ = this;

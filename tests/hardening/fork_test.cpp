@@ -20,8 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "problem.h"
-#include "reference.h"
+#include "fork_case.h"
 #include "runner.h"
 
 namespace mgh {
@@ -29,28 +28,6 @@ namespace {
 
 // Exit codes of the child: which step failed.
 enum ChildExit : int { kOk = 0, kSharedContext = 10, kDefaultContext, kResized, kNewContext, kLayerOp };
-
-struct Case {
-  Problem problem;
-  std::vector<float> want;
-  Case() : problem(spec()), want(reference_contract(problem.args())) {}
-  static ProblemSpec spec() {
-    ProblemSpec s;
-    s.batch = 40, s.top_k = 2, s.G = 5, s.N = 37, s.K = 53, s.values = Values::kUniform, s.seed = 211;
-    return s;
-  }
-  // Runs on ctx (NULL: the default context) into a NaN-filled grad_x.
-  bool run_matches(const moegrad_context* ctx) const {
-    Tensor grad_x(kF32, problem.grad_x.shape(), problem.grad_x.strides(), false);
-    grad_x.fill_words(0x7FC0DEADu);
-    moegrad_grad_x_args args = problem.args();
-    args.grad_x = &grad_x.dl();
-    RunOptions opt;
-    opt.plan_ctx = opt.run_ctx = ctx;
-    if (!run_grad_x(&args, opt).ok()) return false;
-    return compare_bits(read_grad_x(grad_x.dl()), want, problem.spec.K, true).empty();
-  }
-};
 
 // A layer operator (its own executor path): grouped matmul of 2 experts
 // over 3 rows, against float64.
@@ -68,7 +45,7 @@ bool layer_op_matches(const moegrad_context* ctx) {
   return y == std::vector<float>{1, 2, 3, 4, 10, 12};
 }
 
-int child(const Case& c, moegrad::Context& shared, moegrad::Context& other) {
+int child(const ForkCase& c, moegrad::Context& shared, moegrad::Context& other) {
   alarm(60);  // a hang ends the child with SIGALRM instead of stalling the suite
   if (!c.run_matches(shared.get())) return kSharedContext;
   if (!c.run_matches(nullptr)) return kDefaultContext;
@@ -81,7 +58,7 @@ int child(const Case& c, moegrad::Context& shared, moegrad::Context& other) {
 }
 
 TEST(Fork, ChildComputesOnInheritedContexts) {
-  const Case c;
+  const ForkCase c;
   moegrad::Context shared = make_context(MOEGRAD_ISA_AUTO, 3);
   moegrad::Context other = make_context(MOEGRAD_ISA_AUTO, 4);
   // Every pool has started its workers and run before the fork.
@@ -118,7 +95,7 @@ TEST(Fork, ChildComputesOnInheritedContexts) {
 // forked meanwhile must still compute on that context. Before the lock was
 // fork-safe, children hung in their first run.
 TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
-  const Case c;
+  const ForkCase c;
   moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
   ASSERT_TRUE(c.run_matches(ctx.get()));
   std::atomic<bool> stop{false};

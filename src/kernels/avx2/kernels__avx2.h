@@ -29,13 +29,11 @@ extern const PackGatheredRowsFn pack_panel_16__avx2[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_6__avx2[kNumDTypes];
 void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                         const int32_t* tokens, bool add);
-const RowvecKernels& rowvec_kernels();
 
 // The packed engine's tile with A as 6 copied rows, [kMR][kRowsALd].
 inline constexpr size_t kRowsALd = kStripLd;
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
                                         size_t mr, size_t nr, bool accumulate, const PrefetchRows& prefetch);
 extern const PackGatheredRowsFn pack_a_rows_6__avx2[kNumDTypes];
-const RowsAKernels& rows_a_kernels();
 
 }  // namespace moegrad::kernels::avx2

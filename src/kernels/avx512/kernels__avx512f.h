@@ -34,10 +34,8 @@ extern const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                            const int32_t* tokens, bool add);
-const RowvecKernels& rowvec_kernels();
 
 inline constexpr size_t kRowsALd = kStripLd;
 extern const PackGatheredRowsFn pack_a_rows_14__avx512f[kNumDTypes];
-const RowsAKernels& rows_a_kernels();
 
 }  // namespace moegrad::kernels::avx512

@@ -117,25 +117,23 @@ void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, 
 // use while the call before requests the next one's rows, as the f32 engine
 // does: fast bf16 large-token took 0.93x the time with 1 thread, 0.95x with
 // 2 (the transposing pack was ~17 % of the run). Only bf16 runs in pairs.
-const RowsAKernels& pair_rows_a_kernels() {
-  static const RowsAKernels table = {
-      kRowsALd,
-      avx512::kMaxStripKc,
-      bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
-      {nullptr, nullptr, pack_a_pair_rows},
-  };
-  return table;
-}
+constexpr PackGatheredRowsFn kPackAPairRows[kNumDTypes] = {nullptr, nullptr, pack_a_pair_rows};
+constinit const RowsAKernels kPairRowsAKernels = {
+    kRowsALd,
+    avx512::kMaxStripKc,
+    bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
+    kPackAPairRows,
+};
+
+constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs};
+constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs};
+constinit const GemmKernels kPairKernels = {
+    MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16, kPackAPairs, kPackBPairs,
+    avx512::f32_add_row__avx512f, &kPairRowvecKernels, &kPairRowsAKernels,
+};
 
 }  // namespace
 
-const GemmKernels& bf16_pair_kernels() {
-  static const GemmKernels table = {
-      MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16,
-      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, avx512::gemm_kernels().add_row, &bf16_pair_rowvec_kernels(),
-      &pair_rows_a_kernels(),
-  };
-  return table;
-}
+const GemmKernels& bf16_pair_kernels() { return kPairKernels; }
 
 }  // namespace moegrad::kernels::avx512bf16

@@ -92,23 +92,24 @@ void copy_strip_pairs(const void* src, int64_t k_stride, size_t k0, size_t count
   copy_pair_rows(static_cast<const uint16_t*>(src), offsets, count, kStrip, n0, kc, w_strip, kStripLd);
 }
 
+// Only bf16 runs in pairs.
+constexpr PackGatheredRowsFn kPackPanelPairs[kNumDTypes] = {nullptr, nullptr, pack_panel_pairs};
+constexpr RowvecCopyStripFn kCopyStripPairs[kNumDTypes] = {nullptr, nullptr, copy_strip_pairs};
+
 }  // namespace
 
-const RowvecKernels& bf16_pair_rowvec_kernels() {
-  static const RowvecKernels table = {
-      kStrip,
-      kPanel,
-      2 * avx512::kMaxStripKc,  // a strip row's words hold twice as many bf16 elements
-      2,
-      kStripLd,
-      kStrip * kStripLd,
-      bf16_rowvec_ukernel_14x32__avx512bf16,
-      {nullptr, nullptr, pack_panel_pairs},
-      {nullptr, nullptr, copy_strip_pairs},
-      {false, false, true},
-      avx512::rowvec_kernels().add_cols,
-  };
-  return table;
-}
+constinit const RowvecKernels kPairRowvecKernels = {
+    kStrip,
+    kPanel,
+    2 * avx512::kMaxStripKc,  // a strip row's words hold twice as many bf16 elements
+    2,
+    kStripLd,
+    kStrip * kStripLd,
+    bf16_rowvec_ukernel_14x32__avx512bf16,
+    kPackPanelPairs,
+    kCopyStripPairs,
+    {false, false, true},
+    avx512::f32_add_cols__avx512f,
+};
 
 }  // namespace moegrad::kernels::avx512bf16

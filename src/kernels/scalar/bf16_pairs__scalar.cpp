@@ -76,14 +76,17 @@ void bf16_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float
     for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
 }
 
+// Only bf16 runs in pairs.
+constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs};
+constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs};
+
+constinit const GemmKernels kPairKernels = {
+    MOEGRAD_ISA_SCALAR, kMR, kNR, bf16_gemm_ukernel_4x8__scalar, kPackAPairs, kPackBPairs, f32_add_row__scalar,
+    nullptr, nullptr,
+};
+
 }  // namespace
 
-const GemmKernels& bf16_pair_kernels() {
-  static const GemmKernels table = {
-      MOEGRAD_ISA_SCALAR, kMR, kNR, bf16_gemm_ukernel_4x8__scalar,
-      {nullptr, nullptr, pack_a_pairs}, {nullptr, nullptr, pack_b_pairs}, f32_add_row__scalar, nullptr, nullptr,
-  };
-  return table;
-}
+const GemmKernels& bf16_pair_kernels() { return kPairKernels; }
 
 }  // namespace moegrad::kernels::scalar

@@ -121,8 +121,6 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     else:
         _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
-    if given:
-        _arrays.written(out)
     return out
 
 
@@ -146,8 +144,6 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         _arrays.check_out(out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
                                   bool(accumulate), _context(context))
-    if given:
-        _arrays.written(out)
     return out
 
 
@@ -164,8 +160,6 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
     else:
         _arrays.check_out(out)
     _C.moe_init_routing_grad(grad_expanded_x, expanded_row_idx, out, batch, top_k, row_idx_type, _context(context))
-    if given:
-        _arrays.written(out)
     return out
 
 
@@ -185,8 +179,6 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
         _arrays.check_out(out)
     _C.grad_x(grad_y, weight, expanded_row_idx, group_list, out, batch, top_k, row_idx_type,
               _arrays.group_list_type(group_list_type), _context(context))
-    if given:
-        _arrays.written(out)
     return out
 
 

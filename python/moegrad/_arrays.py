@@ -24,17 +24,39 @@ def as_array(a, name):
     if isinstance(a, (str, bytes, bytearray)):  # numpy would make them one string element
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
     if hasattr(a, "__dlpack__") and not hasattr(a, "__array__"):
-        a = np.from_dlpack(a)  # no copy
+        return from_dlpack(a, name)
     array = np.asarray(a)
     if array.dtype == object:
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
     return array
 
 
+def from_dlpack(a, name):
+    """An object exporting only __dlpack__, imported without a copy: through
+    numpy, or through torch for what numpy has no type for (bfloat16)."""
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, ValueError, RuntimeError, BufferError) as numpy_error:
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is None:
+            raise TypeError(f"{name}: numpy cannot import this __dlpack__ object ({numpy_error}), and torch "
+                            "is not installed") from None
+        try:
+            return torch.from_dlpack(a)
+        except (TypeError, ValueError, RuntimeError, BufferError) as torch_error:
+            raise TypeError(f"{name}: neither numpy ({numpy_error}) nor torch ({torch_error}) can import this "
+                            "__dlpack__ object") from None
+
+
 def integer(name, value, lo, hi=2**63 - 1):
     """An integer argument in [lo, hi]: a float or an out-of-range value is
     the caller's mistake, not something to truncate or to overflow in C."""
     try:
+        if isinstance(value, (bool, np.bool_)):  # operator.index takes True as 1
+            raise TypeError
         value = operator.index(value)
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}") from None
@@ -48,23 +70,22 @@ MAX_DIM = 2**31 - 1
 
 
 def check_out(out, name="out"):
-    """An output written behind autograd's back would silently corrupt the
-    gradients of anything that needs it."""
-    if is_torch(out) and out.requires_grad:
-        import torch
+    """Called before `out` is written. An output written behind autograd's
+    back would silently corrupt the gradients of anything that needs it.
+    A torch `out` is then marked as written, as a torch in-place operation
+    marks it (its version counter), so a tensor saved for backward and
+    overwritten here is reported instead of giving wrong gradients; doing
+    that first lets torch refuse what it refuses in place (an inference
+    tensor outside inference mode) before anything is written. An in-place
+    op on an empty view costs nothing and shares the counter."""
+    if not is_torch(out):
+        return
+    import torch
 
-        if torch.is_grad_enabled():
-            raise ValueError(f"{name} requires grad: moegrad writes it outside autograd; pass a tensor that "
-                             "does not, or write under torch.no_grad()")
-
-
-def written(out):
-    """Tells autograd that `out` changed, as a torch in-place operation does
-    (its version counter), so a tensor saved for backward and overwritten
-    here is reported instead of giving wrong gradients. An in-place op on an
-    empty view costs nothing and shares the counter."""
-    if is_torch(out):
-        out.detach().as_strided((0,), (1,)).zero_()
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError(f"{name} requires grad: moegrad writes it outside autograd; pass a tensor that "
+                         "does not, or write under torch.no_grad()")
+    out.detach().as_strided((0,), (1,)).zero_()
 
 
 def dtype_name(a):
@@ -103,10 +124,17 @@ def empty(like, shape, dtype):
 
 
 def group_list_type(value):
-    try:
-        return GROUP_LIST_TYPES[value]
-    except (KeyError, TypeError):
-        raise ValueError(f"group_list_type={value!r} must be 'count' or 'cumsum'") from None
+    key = None  # True and 1.0 would find the entry of 1
+    if isinstance(value, str):
+        key = value
+    elif not isinstance(value, (bool, np.bool_)):
+        try:
+            key = operator.index(value)
+        except TypeError:
+            pass
+    if key not in GROUP_LIST_TYPES:
+        raise ValueError(f"group_list_type={value!r} must be 'count' or 'cumsum' (or 0 or 1)")
+    return GROUP_LIST_TYPES[key]
 
 
 def limit(name, value):

@@ -30,7 +30,7 @@ class MoEExpertsFunction(torch.autograd.Function):
         expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], active_num=active_num,
                                                                capacity=capacity, context=context)
         y = _mg.grouped_matmul(expanded_x, weight, group_list, context=context)
-        ctx.save_for_backward(expanded_x, row_idx, group_list, weight)
+        ctx.save_for_backward(expanded_x, row_idx, group_list, weight, x)
         ctx.batch, ctx.top_k = int(expert_idx.shape[0]), int(expert_idx.shape[1])
         ctx.x_dtype = x.dtype
         ctx.context = context
@@ -38,18 +38,45 @@ class MoEExpertsFunction(torch.autograd.Function):
         return y, row_idx, group_list
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad_y, _grad_row_idx, _grad_group_list):
-        expanded_x, row_idx, group_list, weight = ctx.saved_tensors
-        grad_y = grad_y.to(weight.dtype)  # a no-op unless autocast/mixed use changed it
+        expanded_x, row_idx, group_list, weight, x = ctx.saved_tensors
         grad_x = grad_weight = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _mg.grad_x(grad_y, weight, row_idx, group_list, ctx.batch, ctx.top_k, context=ctx.context)
-            grad_x = grad_x.to(ctx.x_dtype)
-        if ctx.needs_input_grad[2]:
-            grad_weight = _mg.grouped_matmul_weight_grad(expanded_x, grad_y, group_list, out_dtype=weight.dtype,
-                                                         context=ctx.context)
+        with torch.no_grad():
+            gy = grad_y.to(weight.dtype)  # a no-op unless autocast/mixed use changed it
+            if ctx.needs_input_grad[0]:
+                grad_x = _mg.grad_x(gy, weight, row_idx, group_list, ctx.batch, ctx.top_k, context=ctx.context)
+                grad_x = grad_x.to(ctx.x_dtype)
+            if ctx.needs_input_grad[2]:
+                grad_weight = _mg.grouped_matmul_weight_grad(expanded_x, gy, group_list, out_dtype=weight.dtype,
+                                                             context=ctx.context)
+        if torch.is_grad_enabled():  # backward(create_graph=True): a graph through these is wanted
+            grad_x = _first_order_only(grad_x, grad_y, weight)  # grad_x is linear in grad_y and weight,
+            grad_weight = _first_order_only(grad_weight, grad_y, x)  # grad_weight in grad_y and x
         return grad_x, None, grad_weight, None, None, None
+
+
+class _FirstOrderOnly(torch.autograd.Function):
+    """A gradient moe_experts computed, tied to what it depends on, whose
+    own backward raises: differentiating through moe_experts' backward is
+    not supported, and without this tie a second-order gradient would come
+    out silently missing (torch's once_differentiable checks only the
+    incoming gradients, not the saved weight or input)."""
+
+    @staticmethod
+    def forward(ctx, grad, *_depends_on):
+        return grad.view_as(grad)
+
+    @staticmethod
+    def backward(ctx, *_grads):
+        raise RuntimeError("moegrad.torch.moe_experts has no second derivative: a loss built from the gradients "
+                           "it returned (backward or autograd.grad with create_graph=True) cannot be "
+                           "differentiated again")
+
+
+def _first_order_only(grad, *depends_on):
+    if grad is None or not any(t.requires_grad for t in depends_on):
+        return grad
+    return _FirstOrderOnly.apply(grad, *depends_on)
 
 
 def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacity=None):

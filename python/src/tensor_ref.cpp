@@ -32,7 +32,7 @@ bool buffer_dtype(const char* format, py::ssize_t itemsize, DLDataType* out) {
 
 TensorRef::TensorRef(py::handle obj, const char* name, bool writable) {
   if (PyCapsule_CheckExact(obj.ptr()) || (!PyObject_CheckBuffer(obj.ptr()) && py::hasattr(obj, "__dlpack__"))) {
-    from_dlpack(obj, name);
+    from_dlpack(obj, name, writable);
     return;
   }
   if (PyObject_CheckBuffer(obj.ptr())) {
@@ -43,10 +43,6 @@ TensorRef::TensorRef(py::handle obj, const char* name, bool writable) {
                        std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
 }
 
-TensorRef::~TensorRef() {
-  if (buffer_) PyBuffer_Release(buffer_.get());
-}
-
 void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
   auto view = std::make_unique<Py_buffer>();
   const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -55,7 +51,7 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
     value_error(std::string(name) + (writable ? ": output array is not writable (or not strided)"
                                               : ": array does not export a strided buffer"));
   }
-  buffer_ = std::move(view);  // released by the destructor from here on
+  buffer_.reset(view.release());  // released from here on, whatever is thrown below
   const Py_buffer& b = *buffer_;
   DLDataType dtype{};
   if (!buffer_dtype(b.format, b.itemsize, &dtype))
@@ -78,13 +74,23 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
   tensor_.byte_offset = 0;
 }
 
-void TensorRef::from_dlpack(py::handle obj, const char* name) {
+void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
   py::object capsule;
   if (PyCapsule_CheckExact(obj.ptr())) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
     py::object source = py::reinterpret_borrow<py::object>(obj);
     if (py::hasattr(source, "detach")) source = source.attr("detach")();  // torch refuses tensors with grad
+    // A torch view with the negative bit (x.conj().imag) holds -value in
+    // memory, and __dlpack__ (torch 1.13) exports that memory as it is: an
+    // input is negated into a copy, an output cannot be written through it.
+    if (py::hasattr(source, "is_neg") && source.attr("is_neg")().cast<bool>()) {
+      if (writable)
+        value_error(std::string(name) + ": a tensor with the negative bit set (a lazily negated view such as "
+                                        "x.conj().imag) cannot be written in place; pass a tensor that owns its "
+                                        "values, e.g. one from torch.empty");
+      source = source.attr("resolve_neg")();
+    }
     capsule = source.attr("__dlpack__")();
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));

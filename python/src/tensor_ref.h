@@ -16,10 +16,10 @@ namespace moegrad::python {
 
 class TensorRef {
  public:
-  // Raises ValueError (bad dtype code, byte order, read-only output,
-  // unaligned strides) or TypeError (not an array).
+  // Raises ValueError (bad dtype code, byte order, read-only output, an
+  // output with torch's negative bit, unaligned strides) or TypeError (not
+  // an array).
   TensorRef(pybind11::handle obj, const char* name, bool writable);
-  ~TensorRef();
   TensorRef(const TensorRef&) = delete;
   TensorRef& operator=(const TensorRef&) = delete;
 
@@ -27,12 +27,20 @@ class TensorRef {
 
  private:
   void from_buffer(pybind11::handle obj, const char* name, bool writable);
-  void from_dlpack(pybind11::handle obj, const char* name);
+  void from_dlpack(pybind11::handle obj, const char* name, bool writable);
 
   DLTensor tensor_{};
   std::vector<int64_t> shape_, strides_;
-  pybind11::object owner_;  // a DLPack capsule, or the exporting object
-  std::unique_ptr<Py_buffer> buffer_;
+  // A buffer is released by its deleter, so also when the constructor throws
+  // after taking it (no destructor runs then, but members are destroyed).
+  struct BufferRelease {
+    void operator()(Py_buffer* view) const {
+      PyBuffer_Release(view);
+      delete view;
+    }
+  };
+  pybind11::object owner_;  // a DLPack capsule
+  std::unique_ptr<Py_buffer, BufferRelease> buffer_;
 };
 
 }  // namespace moegrad::python

@@ -1,6 +1,7 @@
 """moegrad.torch: the autograd expert layer against PyTorch autograd of the
 reference composition, finite differences, determinism, and refusals."""
 
+import sys
 import warnings
 
 import numpy as np
@@ -239,3 +240,86 @@ def test_any_dlpack_exporter_is_an_input():
     want = moegrad.grouped_matmul(x, w, counts)
     got = moegrad.grouped_matmul(Exporter(x.numpy()), Exporter(w.numpy()), Exporter(counts.numpy()))
     assert np.array_equal(got, want.numpy())
+    # bfloat16, which numpy has no type for, through torch
+    xb, wb = x.bfloat16(), w.bfloat16()
+    got = moegrad.grouped_matmul(Exporter(xb), Exporter(wb), Exporter(counts))
+    assert torch.equal(got, moegrad.grouped_matmul(xb, wb, counts))
+
+
+def test_a_refused_buffer_is_released():
+    """An array refused for its format or strides after the buffer protocol
+    handed it over is released again (it leaked one reference per call)."""
+    packed = np.zeros((4, 5), dtype=[("tag", "u1"), ("value", "<f4")])  # value: 5-byte strides
+    w, idx, gl = np.zeros((2, 3, 5), np.float32), np.arange(4), np.array([2, 2])
+    for gy in (np.zeros((4, 5), dtype=">f4"), np.zeros((4, 5), np.complex64), packed["value"]):
+        before = sys.getrefcount(gy)
+        for _ in range(20):
+            with pytest.raises(ValueError):
+                moegrad.grad_x(gy, w, idx, gl, 4, 1)
+        assert sys.getrefcount(gy) == before, gy.dtype
+
+
+def test_a_tensor_with_the_negative_bit_is_read_as_its_values():
+    """x.conj().imag is a view that negates lazily; __dlpack__ exports the
+    memory, which holds the values' negation."""
+    batch, top_k, G, K, N = 4, 2, 2, 3, 5
+    gy = torch.randn(batch * top_k, N, dtype=torch.complex64).conj().imag
+    assert gy.is_neg()
+    w, idx, gl = torch.randn(G, K, N), torch.arange(batch * top_k), torch.tensor([3, 5])
+    values = gy.resolve_neg()
+    got = moegrad.grad_x(gy, w, idx, gl, batch, top_k)
+    ref.assert_within(got, ref.grad_x(values, w, idx, gl, batch, top_k),
+                      ref.grad_x(values.abs(), w.abs(), idx, gl, batch, top_k), N + top_k, what="grad_x")
+    out = torch.zeros(batch, K, dtype=torch.complex64).conj().imag
+    with pytest.raises(ValueError, match="grad_x: a tensor with the negative bit set"):
+        moegrad.grad_x(gy, w, idx, gl, batch, top_k, out=out)
+    assert torch.equal(out.resolve_neg(), torch.zeros(batch, K))
+
+
+def test_an_out_torch_refuses_in_place_is_not_written():
+    """An inference tensor outside inference mode: torch refuses in-place
+    writes to it, and so does moegrad, before writing (a retried accumulate
+    used to add twice)."""
+    M, K, N, G = 6, 4, 5, 2
+    x, gy, counts = torch.randn(M, K), torch.randn(M, N), torch.tensor([2, 4])
+    with torch.inference_mode():
+        main_grad = torch.ones(G, K, N)
+    with pytest.raises(RuntimeError, match="[Ii]nference"):
+        moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, out_dtype="float32", accumulate=True)
+    assert torch.equal(main_grad, torch.ones(G, K, N))
+    with torch.inference_mode():
+        moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, out_dtype="float32", accumulate=True)
+    ref.assert_within(main_grad, 1 + ref.weight_grad(x, gy, counts), 1 + ref.weight_grad(x.abs(), gy.abs(), counts),
+                      M + 1, what="accumulated once")
+
+
+def test_differentiating_through_the_backward_raises():
+    """A loss built from moe_experts' gradients (create_graph=True) depends
+    on the weight through grad_x; its gradient must not come out silently
+    missing (once_differentiable alone let it: the incoming gradient needs
+    none). First-order gradients under create_graph are unchanged."""
+    x, e, w = make_inputs(6, 2, 3, 4, 5, torch.float32, empty=())
+    y, _, _ = mgt.moe_experts(x, e, w)
+    gx, gw = torch.autograd.grad(y.sum(), (x, w), create_graph=True)
+    gx1, gw1 = torch.autograd.grad(mgt.moe_experts(x, e, w)[0].sum(), (x, w))
+    assert torch.equal(gx, gx1) and torch.equal(gw, gw1)
+    for second in (gx, gw):
+        with pytest.raises(RuntimeError, match="no second derivative"):
+            (second ** 2).sum().backward(retain_graph=True)
+    # Nothing that requires grad behind a gradient: no graph, nothing to refuse.
+    y, _, _ = mgt.moe_experts(x, e, w.detach())
+    gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
+    assert not gx.requires_grad
+
+
+def test_booleans_are_not_integers():
+    batch, top_k, G, K, N = 4, 2, 2, 3, 5
+    gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)
+    idx, gl = torch.arange(batch * top_k), torch.tensor([4, 4])
+    with pytest.raises(TypeError, match="batch must be an integer, got bool True"):
+        moegrad.grad_x(gy, w, idx, gl, True, top_k)
+    for bad in (True, 1.0):
+        with pytest.raises(ValueError, match="group_list_type=.* must be 'count' or 'cumsum'"):
+            moegrad.grad_x(gy, w, idx, gl, batch, top_k, group_list_type=bad)
+    assert torch.equal(moegrad.grad_x(gy, w, idx, torch.tensor([4, 8]), batch, top_k, group_list_type=np.int64(1)),
+                       moegrad.grad_x(gy, w, idx, gl, batch, top_k))

@@ -347,6 +347,16 @@ TEST(Errors, SizeOverflow) {
 
 // Content errors: invalid from the start (found by planning or the run), and
 // invalid only after a valid plan (found by the run). grad_x untouched.
+// Every element's bits, in row-major order, and back.
+std::vector<uint64_t> element_bits(const HostTensor& t) {
+  std::vector<uint64_t> bits(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) bits[static_cast<size_t>(i)] = t.get_bits(t.offset_of_linear(i));
+  return bits;
+}
+void set_element_bits(HostTensor& t, const std::vector<uint64_t>& bits) {
+  for (int64_t i = 0; i < t.numel(); ++i) t.set_bits(t.offset_of_linear(i), bits[static_cast<size_t>(i)]);
+}
+
 void expect_content_error(const ProblemSpec& spec, const std::function<void(Problem&)>& corrupt, moegrad_status want,
                           const std::vector<std::string>& needles) {
   {
@@ -356,17 +366,24 @@ void expect_content_error(const ProblemSpec& spec, const std::function<void(Prob
     expect_failure(f.call.args, f.grad_x, want, needles, /*at_plan=*/false);
   }
   {
-    SCOPED_TRACE("corrupted after a valid plan");
+    SCOPED_TRACE("corrupted after a valid plan, then repaired");
     Fixture f(spec);
     auto ctx = make_context();
     size_t ws = 0;
     ExecutorPtr ex = plan(f, ctx.get(), &ws);
     ASSERT_NE(ex, nullptr);
+    const std::vector<uint64_t> idx = element_bits(f.p.idx), counts = element_bits(f.p.group_list);
     corrupt(f.p);  // in place: the tensors' storage does not move
     std::vector<unsigned char> buffer(ws + 1);
     EXPECT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), want)
         << "want " << moegrad_status_string(want) << ", got \"" << moegrad_last_error_message() << "\"";
     EXPECT_TRUE(f.grad_x.all_sentinel()) << "grad_x was written by a failing run";
+    // The failed run wrote nothing, so it did not use the executor up.
+    set_element_bits(f.p.idx, idx);
+    set_element_bits(f.p.group_list, counts);
+    ASSERT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(f.grad_x), reference_contract_order(f.p), f.p.K, "repaired run"));
   }
 }
 

@@ -15,9 +15,11 @@
  *   moegrad_grad_x(ws, ws_bytes, ex, ctx);                           // run
  *   moegrad_executor_destroy(ex);
  *
- * An executor is single-use: a second moegrad_grad_x() on it fails with
- * MOEGRAD_STATUS_EXECUTOR_USED. Index and group-list *contents* are checked by
- * moegrad_grad_x() before grad_x is written; on any error grad_x is untouched.
+ * An executor is single-use: a second moegrad_grad_x() on it, after one that
+ * succeeded, fails with MOEGRAD_STATUS_EXECUTOR_USED. Index and group-list
+ * *contents* are checked by moegrad_grad_x() before grad_x is written; on any
+ * error grad_x is untouched, and the executor stays unused (the contents,
+ * once fixed, can be run).
  *
  * Every function returns a moegrad_status; on failure a one-line message
  * naming the problem is available from moegrad_last_error_message() on the
@@ -81,7 +83,10 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_INDEX_OUT_OF_RANGE = 50,   /* an index value outside its range and not -1 */
   MOEGRAD_STATUS_DUPLICATE_INDEX = 51,      /* row_idx_type 1 claims one expanded row twice */
   /* layout and environment */
-  MOEGRAD_STATUS_BAD_LAYOUT = 60,           /* negative/overlapping grad_x strides, lanes != 1 */
+  MOEGRAD_STATUS_BAD_LAYOUT = 60,           /* grad_x strides not positive or that may overlap (each,
+                                               smallest first, must exceed the span of the smaller
+                                               ones), a negative shape, data + byte_offset not aligned
+                                               to the element, lanes != 1 */
   MOEGRAD_STATUS_UNSUPPORTED_DEVICE = 61,   /* a tensor not on kDLCPU */
   MOEGRAD_STATUS_ISA_UNAVAILABLE = 62,      /* a forced ISA this CPU (or OS) lacks */
   MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed */
@@ -98,7 +103,8 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_M_MISMATCH = 107,           /* x.shape[0] != grad_y.shape[0] */
   MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32 = 108, /* accumulate into a grad_weight that is not float32 */
   MOEGRAD_STATUS_BAD_ACCUMULATE = 109,       /* accumulate not 0 or 1 */
-  MOEGRAD_STATUS_ALIASING = 110              /* an output (grad_x too) overlaps an input or another output */
+  MOEGRAD_STATUS_ALIASING = 110              /* an output's address range (grad_x's too, first to last
+                                                byte) overlaps an input's or another output's */
 } moegrad_status;
 
 /* Instruction-set paths. All give bitwise identical grad_x (SPEC §5; a NaN

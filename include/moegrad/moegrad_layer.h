@@ -18,8 +18,9 @@
  *   moegrad_op_executor_destroy(ex);
  *
  * or one call, moegrad_grouped_matmul_run(&args, ctx). An executor is single
- * use and runs only with the function of the operator it was planned for
- * (MOEGRAD_STATUS_EXECUTOR_KIND otherwise). On any error no output is written.
+ * use (once a run succeeded) and runs only with the function of the operator
+ * it was planned for (MOEGRAD_STATUS_EXECUTOR_KIND otherwise). On any error
+ * no output is written, and the executor stays unused.
  *
  * Conventions shared by all four operators:
  *  - tensors are DLPack DLTensor on kDLCPU, any element strides (NULL: compact

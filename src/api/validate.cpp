@@ -121,8 +121,8 @@ int overlapping_dim(const Layout& l, int rank) {
 moegrad_status check_disjoint(const char* out_name, const ByteSpan& out, const char* other_name,
                               const ByteSpan& other) {
   if (out.empty || other.empty || out.last < other.first || other.last < out.first) return MOEGRAD_STATUS_SUCCESS;
-  return fail(MOEGRAD_STATUS_ALIASING, "%s (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps %s (bytes %#" PRIxPTR
-              "..%#" PRIxPTR ")", out_name, out.first, out.last, other_name, other.first, other.last);
+  return fail(MOEGRAD_STATUS_ALIASING, "%s (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps the address range of %s (bytes %#" PRIxPTR
+              "..%#" PRIxPTR "); an output must lie wholly outside it", out_name, out.first, out.last, other_name, other.first, other.last);
 }
 
 moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out) {
@@ -184,7 +184,8 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
     return fail(MOEGRAD_STATUS_GRAD_X_SHAPE, "grad_x.shape=[%" PRId64 ", %" PRId64 "] but [batch, K]=[%" PRId64 ", %" PRId64 "]",
                 gx.shape[0], gx.shape[1], args->batch, K);
   if (overlapping_dim(gx, 2) >= 0)
-    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "] make elements overlap or are negative",
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: each must be positive and, smallest "
+                "first, beyond the span of the smaller ones (elements may overlap)",
                 gx.stride[0], gx.stride[1]);
   // The driver zeroes and accumulates grad_x while it still reads the
   // inputs: a shared byte would feed partial sums back in.

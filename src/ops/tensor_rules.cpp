@@ -42,7 +42,8 @@ moegrad_status check_output_dtype(DType out, DType input, const char* name, cons
 moegrad_status check_writable(const Tensor& t) {
   const int d = overlapping_dim(t.layout, t.rank);
   if (d >= 0)
-    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " makes elements overlap or is not positive",
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " is not positive or not beyond the span of the smaller strides "
+                "(elements may overlap)",
                 t.name, d, t.stride(d));
   return MOEGRAD_STATUS_SUCCESS;
 }

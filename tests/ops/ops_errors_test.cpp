@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <limits>
+#include <memory>
 
 #include "ops_support.h"
 
@@ -156,7 +157,7 @@ TEST(OpsErrors, MoeInitRouting) {
       {"expanded_x aliases x", [](Fx& f) { f.tex.data = f.tx.data; f.reshape(f.tex, {8, 3}, {1, 1}); f.reshape(f.tx, {4, 3}, {3, 1}); },
        MOEGRAD_STATUS_BAD_LAYOUT, "plan", "expanded_x"},
       {"group_list inside expanded_row_idx", [](Fx& f) { f.tgl.data = f.tidx.data; f.tgl.dtype = f.tidx.dtype; },
-       MOEGRAD_STATUS_ALIASING, "plan", "overlaps"},
+       MOEGRAD_STATUS_ALIASING, "plan", "overlaps the address range"},
       {"expert 3 of 3", [](Fx& f) { f.e.set_index(f.e.offset({2, 1}), 3); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",
        "expert_idx[2, 1]=3"},
       {"expert -1", [](Fx& f) { f.e.set_index(f.e.offset({3, 0}), -1); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",
@@ -265,12 +266,20 @@ TEST(OpsErrors, NullArgsAndOutputPointers) {
   EXPECT_TRUE(fx.y.all_sentinel());
 }
 
+using OpExecutorPtr = std::unique_ptr<moegrad_op_executor, void (*)(moegrad_op_executor*)>;
+
+// fx's grouped matmul planned on the default context; null if planning failed.
+OpExecutorPtr plan_matmul(MatmulFx& fx, size_t* bytes) {
+  moegrad_op_executor* raw = nullptr;
+  if (moegrad_grouped_matmul_get_workspace_size(&fx.args, nullptr, bytes, &raw) != MOEGRAD_STATUS_SUCCESS) raw = nullptr;
+  return OpExecutorPtr(raw, moegrad_op_executor_destroy);
+}
+
 TEST(OpsErrors, ExecutorMisuse) {
   MatmulFx fx;
   size_t bytes = 0;
-  moegrad_op_executor* raw = nullptr;
-  ASSERT_EQ(moegrad_grouped_matmul_get_workspace_size(&fx.args, nullptr, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
-  std::unique_ptr<moegrad_op_executor, void (*)(moegrad_op_executor*)> ex(raw, moegrad_op_executor_destroy);
+  const OpExecutorPtr ex = plan_matmul(fx, &bytes);
+  ASSERT_NE(ex, nullptr) << moegrad_last_error_message();
   ASSERT_GT(bytes, 0u);
   std::vector<std::byte> ws(bytes);
   // Another operator's run function refuses it, and leaves it usable.
@@ -282,6 +291,26 @@ TEST(OpsErrors, ExecutorMisuse) {
   EXPECT_TRUE(fx.y.all_sentinel());
   ASSERT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_SUCCESS);
   EXPECT_STREQ(moegrad_last_error_message(), "");
+  EXPECT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_EXECUTOR_USED);
+}
+
+// A run refused for its contents wrote nothing, so it does not use the
+// executor up: with the contents repaired, the same executor runs, once.
+TEST(OpsErrors, ARunRefusedForItsContentsLeavesTheExecutorUsable) {
+  MatmulFx fx;
+  size_t bytes = 0;
+  const OpExecutorPtr ex = plan_matmul(fx, &bytes);
+  ASSERT_NE(ex, nullptr) << moegrad_last_error_message();
+  std::vector<std::byte> ws(bytes);
+  fx.gl.set_index(fx.gl.offset({1}), 3);  // counts 2, 3, 4 sum to 9 > 6 rows
+  EXPECT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_GROUP_SUM_MISMATCH);
+  EXPECT_TRUE(fx.y.all_sentinel());
+  fx.gl.set_index(fx.gl.offset({1}), 0);
+  ASSERT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_SUCCESS)
+      << moegrad_last_error_message();
+  MatmulFx fresh;
+  ASSERT_TRUE(call(fresh.args, nullptr).ok());
+  EXPECT_EQ(fx.y.storage(), fresh.y.storage()) << "the repaired run differs from a fresh one";
   EXPECT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_EXECUTOR_USED);
 }
 

@@ -201,25 +201,39 @@ TEST(Errors, BadDtype) {
   struct Case {
     const char* name;
     std::function<void(Call&)> edit;
-    const char* needle;
+    const char* tensor;
+    const char* dtype;  // as the message must name it
   };
   const Case cases[] = {
-      {"grad_y and weight f64", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLFloat, 64); }, "grad_y"},
-      {"grad_y and weight int32", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLInt, 32); }, "grad_y"},
-      {"bf16 with 32 bits", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLBfloat, 32); }, "grad_y"},
-      {"grad_x f16", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 16); }, "grad_x"},
-      {"grad_x f64", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 64); }, "grad_x"},
-      {"expanded_row_idx int16", [](Call& c) { c.idx.dtype = dl_type(kDLInt, 16); }, "expanded_row_idx"},
-      {"expanded_row_idx uint64", [](Call& c) { c.idx.dtype = dl_type(kDLUInt, 64); }, "expanded_row_idx"},
-      {"expanded_row_idx f32", [](Call& c) { c.idx.dtype = dl_type(kDLFloat, 32); }, "expanded_row_idx"},
-      {"group_list int8", [](Call& c) { c.group_list.dtype = dl_type(kDLInt, 8); }, "group_list"},
-      {"group_list uint32", [](Call& c) { c.group_list.dtype = dl_type(kDLUInt, 32); }, "group_list"},
+      {"grad_y and weight f64", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLFloat, 64); }, "grad_y",
+       "dtype float64 must be"},
+      {"grad_y and weight int32", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLInt, 32); }, "grad_y",
+       "dtype int32 must be"},
+      {"bf16 with 32 bits", [](Call& c) { c.grad_y.dtype = c.weight.dtype = dl_type(kDLBfloat, 32); }, "grad_y",
+       "dtype bfloat32 must be"},
+      {"weight complex64", [](Call& c) { c.weight.dtype = dl_type(kDLComplex, 64); }, "weight",
+       "dtype complex64 must be"},
+      {"grad_x f16", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 16); }, "grad_x", "dtype float16 must be"},
+      {"grad_x f64", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 64); }, "grad_x", "dtype float64 must be"},
+      {"expanded_row_idx int16", [](Call& c) { c.idx.dtype = dl_type(kDLInt, 16); }, "expanded_row_idx",
+       "dtype int16 must be"},
+      {"expanded_row_idx uint64", [](Call& c) { c.idx.dtype = dl_type(kDLUInt, 64); }, "expanded_row_idx",
+       "dtype uint64 must be"},
+      {"expanded_row_idx f32", [](Call& c) { c.idx.dtype = dl_type(kDLFloat, 32); }, "expanded_row_idx",
+       "dtype float32 must be"},
+      {"group_list int8", [](Call& c) { c.group_list.dtype = dl_type(kDLInt, 8); }, "group_list", "dtype int8 must be"},
+      {"group_list uint32", [](Call& c) { c.group_list.dtype = dl_type(kDLUInt, 32); }, "group_list",
+       "dtype uint32 must be"},
+      {"group_list bool (DLPack 0.8's code 6)", [](Call& c) { c.group_list.dtype = dl_type(6, 8); }, "group_list",
+       "dtype bool must be"},
+      {"group_list opaque handle", [](Call& c) { c.group_list.dtype = dl_type(kDLOpaqueHandle, 64); }, "group_list",
+       "dtype (DLPack code 3, 64 bits) must be"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     Fixture f(base_spec());
     c.edit(f.call);
-    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_DTYPE, {c.needle});
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_DTYPE, {c.tensor, c.dtype});
   }
 }
 

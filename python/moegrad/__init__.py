@@ -60,6 +60,12 @@ def info(context=None):
     return {"version": __version__, **_C.context_info(context if context is not None else Context())}
 
 
+def _out_dtype(out_dtype, like):
+    if out_dtype is None:
+        return _arrays.dtype_name(like)  # the library reports an unsupported one
+    return _arrays.dtype_choice("out_dtype", out_dtype, ("float32", "float16", "bfloat16"))
+
+
 def _context(context):
     return context if context is not None else _default_context
 
@@ -88,6 +94,7 @@ def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=No
     G = _arrays.integer("num_experts", num_experts, 1, _arrays.MAX_DIM)
     active, cap = _arrays.limit("active_num", active_num), _arrays.limit("capacity", capacity)
     row_idx_type = _arrays.integer("row_idx_type", row_idx_type, 0, 1)
+    index_dtype = _arrays.dtype_choice("index_dtype", index_dtype, ("int32", "int64"))
     try:
         rows = _C.max_rows(batch, top_k, G, active, cap)
     except Error:
@@ -117,7 +124,7 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     given = out is not None  # a caller's array: checked, and marked as written
     if not given:
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
-        out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+        out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:
         _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
@@ -139,7 +146,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         if accumulate:
             raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
         shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
-        out = _arrays.empty(x, shape, out_dtype or _arrays.dtype_name(x))
+        out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:
         _arrays.check_out(out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),

@@ -110,6 +110,19 @@ def dtype_str(dtype):
     return np.dtype(dtype).name
 
 
+def dtype_choice(name, dtype, allowed):
+    """A dtype argument (a name, a torch or numpy dtype) that must be one of
+    `allowed`: its name, or ValueError (not torch's or numpy's own error for
+    an unknown name)."""
+    try:
+        text = dtype_str(dtype)
+    except TypeError:
+        text = None
+    if text not in allowed:
+        raise ValueError(f"{name}={dtype!r} is not one of {', '.join(allowed)}")
+    return text
+
+
 def empty(like, shape, dtype):
     """An uninitialised array of `dtype` in `like`'s framework (on the CPU)."""
     shape = tuple(max(int(s), 0) for s in shape)

@@ -222,6 +222,12 @@ def test_arguments_are_checked_before_anything_is_allocated():
     for text in ("abc", b"abcd"):
         with pytest.raises(TypeError, match="grad_y: expected a numpy array"):
             moegrad.grad_x(text, w, idx, gl, batch, top_k)
+    with pytest.raises(ValueError, match="out_dtype='foo' is not one of float32, float16, bfloat16"):
+        moegrad.grouped_matmul(gy, w.transpose(1, 2), gl, out_dtype="foo")
+    with pytest.raises(ValueError, match="index_dtype=.*float64.* is not one of int32, int64"):
+        moegrad.moe_init_routing(x, experts, G, index_dtype=torch.float64)
+    with pytest.raises(moegrad.Error, match="group_list: dtype uint8 must be int32 or int64"):
+        moegrad.grad_x(gy, w, idx, torch.tensor([4, 4], dtype=torch.uint8), batch, top_k)
 
 
 def test_any_dlpack_exporter_is_an_input():

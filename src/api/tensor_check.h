@@ -30,6 +30,13 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
 // f32, f16 or bf16 (one lane): true and *out set.
 bool is_float_dtype(DLDataType t, DType* out);
 
+// A DLPack element type as messages name it: "float64", "uint8",
+// "bfloat16", "complex64", "bool"; otherwise its code and bits.
+struct DTypeText {
+  char text[48];
+};
+DTypeText dtype_text(DLDataType t);
+
 // int32 or int64, else BAD_DTYPE naming the tensor.
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64);
 

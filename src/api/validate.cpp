@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <cstddef>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <utility>
@@ -78,13 +79,37 @@ bool is_float_dtype(DLDataType t, DType* out) {
   return false;
 }
 
+DTypeText dtype_text(DLDataType t) {
+  DTypeText out{};
+  const unsigned code = t.code, bits = t.bits, lanes = t.lanes;
+  const char* kind = nullptr;
+  switch (code) {
+    case kDLInt: kind = "int"; break;
+    case kDLUInt: kind = "uint"; break;
+    case kDLFloat: kind = "float"; break;
+    case kDLBfloat: kind = "bfloat"; break;
+    case kDLComplex: kind = "complex"; break;
+    default: break;
+  }
+  int n = 0;
+  if (kind != nullptr) {
+    n = std::snprintf(out.text, sizeof out.text, "%s%u", kind, bits);
+  } else if (code == 6 && bits == 8) {  // kDLBool, DLPack 0.8 and later
+    n = std::snprintf(out.text, sizeof out.text, "bool");
+  } else {
+    n = std::snprintf(out.text, sizeof out.text, "(DLPack code %u, %u bits)", code, bits);
+  }
+  if (lanes > 1 && n > 0 && static_cast<size_t>(n) < sizeof out.text)
+    std::snprintf(out.text + n, sizeof out.text - static_cast<size_t>(n), " x %u lanes", lanes);
+  return out;
+}
+
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64) {
   if (t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
     *is_int64 = t->dtype.bits == 64;
     return MOEGRAD_STATUS_SUCCESS;
   }
-  return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype (code=%u, bits=%u) must be int32 or int64", name,
-              static_cast<unsigned>(t->dtype.code), static_cast<unsigned>(t->dtype.bits));
+  return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype %s must be int32 or int64", name, dtype_text(t->dtype).text);
 }
 
 ByteSpan byte_span(const Layout& l, int rank, int64_t elem_bytes) {
@@ -138,18 +163,17 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   // §4.2 dtypes.
   DType gy_type, w_type;
   if (!is_float_dtype(args->grad_y->dtype, &gy_type))
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_y: dtype (code=%u, bits=%u) must be float32, float16 or bfloat16",
-                static_cast<unsigned>(args->grad_y->dtype.code), static_cast<unsigned>(args->grad_y->dtype.bits));
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_y: dtype %s must be float32, float16 or bfloat16",
+                dtype_text(args->grad_y->dtype).text);
   if (!is_float_dtype(args->weight->dtype, &w_type))
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "weight: dtype (code=%u, bits=%u) must be float32, float16 or bfloat16",
-                static_cast<unsigned>(args->weight->dtype.code), static_cast<unsigned>(args->weight->dtype.bits));
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "weight: dtype %s must be float32, float16 or bfloat16",
+                dtype_text(args->weight->dtype).text);
   if (gy_type != w_type)
     return fail(MOEGRAD_STATUS_DTYPE_MISMATCH, "grad_y is %s but weight is %s: they must match",
                 dtype_name(gy_type), dtype_name(w_type));
   DType gx_type;
   if (!is_float_dtype(args->grad_x->dtype, &gx_type) || gx_type != DType::kF32)
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_x: dtype (code=%u, bits=%u) must be float32",
-                static_cast<unsigned>(args->grad_x->dtype.code), static_cast<unsigned>(args->grad_x->dtype.bits));
+    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_x: dtype %s must be float32", dtype_text(args->grad_x->dtype).text);
   bool idx64 = false, gl64 = false;
   if (auto s = check_index_dtype(args->expanded_row_idx, "expanded_row_idx", &idx64)) return s;
   if (auto s = check_index_dtype(args->group_list, "group_list", &gl64)) return s;

@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "api/context.h"
@@ -48,14 +49,18 @@ class Context {
   // num_threads 0 and isa "auto" keep what the new context took from the
   // environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA). Setting AUTO would pick
   // the best path instead, overriding MOEGRAD_ISA.
-  Context(int32_t num_threads, const std::string& isa) {
+  Context(int32_t num_threads, const std::string& isa, bool fast_bf16) {
     moegrad_context* raw = nullptr;
     check(moegrad_context_create(&raw));
     ctx_.reset(raw);
     set_num_threads(num_threads);
     if (isa != "auto") set_isa(isa);
+    set_fast_bf16(fast_bf16);
   }
-  void set_num_threads(int32_t n) { check(moegrad_context_set_num_threads(ctx_.get(), n)); }
+  void set_num_threads(int32_t n) {
+    check(moegrad_context_set_num_threads(ctx_.get(), n));
+    requested_threads_ = n;
+  }
   int32_t num_threads() const {
     int32_t n = 0;
     check(moegrad_context_get_num_threads(ctx_.get(), &n));
@@ -65,6 +70,7 @@ class Context {
     for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
       if (name == moegrad_isa_name(isa)) {
         check(moegrad_context_set_isa(ctx_.get(), isa));
+        requested_isa_ = name;
         return;
       }
     }
@@ -75,9 +81,22 @@ class Context {
     check(moegrad_context_get_isa(ctx_.get(), &isa));
     return moegrad_isa_name(isa);
   }
+  void set_fast_bf16(bool enable) { check(moegrad_context_set_fast_bf16(ctx_.get(), enable ? 1 : 0)); }
+  bool fast_bf16() const { return ctx_->fast_bf16.load(); }
   const moegrad_context* get() const { return ctx_.get(); }
 
+  // What a copy (pickle, copy.deepcopy: a module holding a context saved or
+  // copied) is built from: the settings as asked for, so a default thread
+  // count or ISA stays the default of the machine that loads it.
+  py::tuple state() const { return py::make_tuple(requested_threads_, requested_isa_, fast_bf16()); }
+  static Context from_state(const py::tuple& t) {
+    if (t.size() != 3) throw std::runtime_error("moegrad.Context: unexpected pickled state");
+    return Context(t[0].cast<int32_t>(), t[1].cast<std::string>(), t[2].cast<bool>());
+  }
+
  private:
+  int32_t requested_threads_ = 0;
+  std::string requested_isa_ = "auto";
   struct Deleter {
     void operator()(moegrad_context* c) const { moegrad_context_destroy(c); }
   };
@@ -197,11 +216,16 @@ PYBIND11_MODULE(_moegrad, m) {
   if (g_error_type == nullptr) throw py::error_already_set();
   m.attr("Error") = py::handle(g_error_type);
 
-  py::class_<Context>(m, "Context", "Thread count and instruction-set path of moegrad runs.")
-      .def(py::init<int32_t, const std::string&>(), py::arg("num_threads") = 0, py::arg("isa") = "auto",
-           "num_threads=0 and isa='auto' keep the defaults (MOEGRAD_NUM_THREADS, MOEGRAD_ISA or the CPU).")
+  py::class_<Context>(m, "Context", "Thread count, instruction-set path and bf16 mode of moegrad runs.")
+      .def(py::init<int32_t, const std::string&, bool>(), py::arg("num_threads") = 0, py::arg("isa") = "auto",
+           py::arg("fast_bf16") = false,
+           "num_threads=0 and isa='auto' keep the defaults (MOEGRAD_NUM_THREADS, MOEGRAD_ISA or the CPU); "
+           "fast_bf16=True runs bf16 inputs with AVX512_BF16 pair products (README: Fast bf16 mode).")
       .def_property("num_threads", &Context::num_threads, &Context::set_num_threads)
-      .def_property("isa", &Context::isa, &Context::set_isa);
+      .def_property("isa", &Context::isa, &Context::set_isa)
+      .def_property("fast_bf16", &Context::fast_bf16, &Context::set_fast_bf16)
+      .def(py::pickle([](const Context& c) { return c.state(); },
+                      [](const py::tuple& t) { return Context::from_state(t); }));
 
   const auto ctx = py::arg("context").none(true);
   m.def("moe_init_routing", &moe_init_routing, py::arg("x"), py::arg("expert_idx"), py::arg("expanded_x"),

@@ -231,6 +231,47 @@ def test_context_settings():
     moegrad.set_num_threads(previous)
 
 
+def test_a_context_is_copied_and_pickled_with_its_settings():
+    """A module holding a context must survive copy.deepcopy (EMA copies)
+    and torch.save; the copy keeps what was asked for, so a default stays
+    the default of the machine that loads it."""
+    import copy
+    import pickle
+
+    ctx = moegrad.Context(num_threads=1, isa="scalar", fast_bf16=True)
+    for twin in (copy.deepcopy(ctx), pickle.loads(pickle.dumps(ctx))):
+        assert (twin.num_threads, twin.isa, twin.fast_bf16) == (1, "scalar", True)
+        assert twin is not ctx
+    default = pickle.loads(pickle.dumps(moegrad.Context()))
+    assert (default.num_threads, default.isa, default.fast_bf16) == (moegrad.Context().num_threads,
+                                                                      moegrad.Context().isa, False)
+
+
+def test_fast_bf16_is_a_context_setting():
+    """The fast mode's vdpbf16ps order flushes denormal inputs (README, Fast
+    bf16 mode); the exact mode keeps them: the smallest bf16 denormal times
+    1.0 tells the two apart. Where the CPU has AVX512_BF16, the hardware
+    path gives the scalar emulation's bits."""
+    gy = torch.zeros(4, 2, dtype=torch.bfloat16)
+    gy.view(torch.int16)[0, 0] = 1  # 2^-133
+    w, idx, gl = torch.ones(1, 3, 2, dtype=torch.bfloat16), torch.arange(4), torch.tensor([4])
+    exact = moegrad.grad_x(gy, w, idx, gl, 4, 1, context=moegrad.Context(isa="scalar"))
+    fast = moegrad.grad_x(gy, w, idx, gl, 4, 1, context=moegrad.Context(isa="scalar", fast_bf16=True))
+    assert exact.view(torch.int32)[0].tolist() == [0x00010000] * 3
+    assert fast.view(torch.int32)[0].tolist() == [0] * 3
+    ctx = moegrad.Context()
+    ctx.fast_bf16 = True
+    assert ctx.fast_bf16
+    if not moegrad.info()["avx512_bf16"]:
+        return
+    batch, top_k, G, K, N = 40, 2, 3, 37, 70
+    gy, w = rand((batch * top_k, N), "bfloat16"), rand((G, K, N), "bfloat16")
+    idx, gl = torch.randperm(batch * top_k), torch.tensor([30, 0, 50])
+    emulated = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="scalar", fast_bf16=True))
+    hardware = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="avx512", fast_bf16=True))
+    assert torch.equal(emulated.view(torch.int32), hardware.view(torch.int32))
+
+
 @pytest.mark.parametrize("context", ["default", "explicit"])
 def test_a_forked_child_computes_on_the_parents_contexts(context):
     """multiprocessing's fork start method and DataLoader workers fork after

@@ -27,12 +27,11 @@ std::string status_name(moegrad_status s) {
   return text.substr(0, text.find(':'));
 }
 
-void check(moegrad_status s) {
-  if (s == MOEGRAD_STATUS_SUCCESS) return;
+// Sets moegrad.Error(text) with status s as the pending Python exception.
+void set_error(moegrad_status s, const std::string& text) {
   // A message may quote raw bytes (an environment variable's value), so they
   // are decoded leniently: a strict decode would raise UnicodeDecodeError
   // instead of moegrad.Error.
-  const std::string text = moegrad_last_error_message();
   const py::object message = py::reinterpret_steal<py::object>(
       PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
   if (!message) throw py::error_already_set();
@@ -40,6 +39,11 @@ void check(moegrad_status s) {
   error.attr("status") = status_name(s);
   error.attr("code") = static_cast<int>(s);
   PyErr_SetObject(g_error_type, error.ptr());
+}
+
+void check(moegrad_status s) {
+  if (s == MOEGRAD_STATUS_SUCCESS) return;
+  set_error(s, moegrad_last_error_message());
   throw py::error_already_set();
 }
 
@@ -215,6 +219,13 @@ PYBIND11_MODULE(_moegrad, m) {
                                            PyExc_ValueError, nullptr);
   if (g_error_type == nullptr) throw py::error_already_set();
   m.attr("Error") = py::handle(g_error_type);
+  py::register_exception_translator([](std::exception_ptr pending) {
+    try {
+      if (pending) std::rethrow_exception(pending);
+    } catch (const moegrad::python::ArrayError& e) {
+      set_error(e.status, e.what());
+    }
+  });
 
   py::class_<Context>(m, "Context", "Thread count, instruction-set path and bf16 mode of moegrad runs.")
       .def(py::init<int32_t, const std::string&, bool>(), py::arg("num_threads") = 0, py::arg("isa") = "auto",

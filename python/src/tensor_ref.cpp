@@ -8,7 +8,7 @@ namespace py = pybind11;
 namespace moegrad::python {
 namespace {
 
-[[noreturn]] void value_error(const std::string& message) { throw py::value_error(message); }
+[[noreturn]] void refuse(moegrad_status status, const std::string& message) { throw ArrayError(status, message); }
 
 // A struct-module format character (after an optional byte-order prefix)
 // and item size -> DLPack type. Unknown kinds map to an opaque code the
@@ -48,21 +48,23 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
   const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(obj.ptr(), view.get(), flags) != 0) {
     PyErr_Clear();
-    value_error(std::string(name) + (writable ? ": output array is not writable (or not strided)"
-                                              : ": array does not export a strided buffer"));
+    refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + (writable ? ": output array is not writable (or not strided)"
+                                                                     : ": array does not export a strided buffer"));
   }
   buffer_.reset(view.release());  // released from here on, whatever is thrown below
   const Py_buffer& b = *buffer_;
   DLDataType dtype{};
   if (!buffer_dtype(b.format, b.itemsize, &dtype))
-    value_error(std::string(name) + ": unsupported element format '" + (b.format ? b.format : "B") +
-                "' (moegrad takes float32, float16, int32 and int64 in native byte order)");
+    refuse(MOEGRAD_STATUS_BAD_DTYPE, std::string(name) + ": unsupported element format '" +
+                                         (b.format ? b.format : "B") +
+                                         "' (moegrad takes float32, float16, int32 and int64 in native byte order)");
   shape_.assign(b.shape, b.shape + b.ndim);
   strides_.resize(static_cast<size_t>(b.ndim));
   for (int d = 0; d < b.ndim; ++d) {
     if (b.strides[d] % b.itemsize != 0)
-      value_error(std::string(name) + ": stride " + std::to_string(b.strides[d]) + " bytes of dimension " +
-                  std::to_string(d) + " is not a multiple of the " + std::to_string(b.itemsize) + "-byte element");
+      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": stride " + std::to_string(b.strides[d]) +
+                                            " bytes of dimension " + std::to_string(d) + " is not a multiple of the " +
+                                            std::to_string(b.itemsize) + "-byte element");
     strides_[static_cast<size_t>(d)] = b.strides[d] / b.itemsize;
   }
   tensor_.data = b.buf;
@@ -86,7 +88,7 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
     // input is negated into a copy, an output cannot be written through it.
     if (py::hasattr(source, "is_neg") && source.attr("is_neg")().cast<bool>()) {
       if (writable)
-        value_error(std::string(name) + ": a tensor with the negative bit set (a lazily negated view such as "
+        refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": a tensor with the negative bit set (a lazily negated view such as "
                                         "x.conj().imag) cannot be written in place; pass a tensor that owns its "
                                         "values, e.g. one from torch.empty");
       source = source.attr("resolve_neg")();
@@ -96,7 +98,7 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) {
     PyErr_Clear();
-    value_error(std::string(name) + ": DLPack capsule was already consumed");
+    refuse(MOEGRAD_STATUS_NULL_POINTER, std::string(name) + ": DLPack capsule was already consumed");
   }
   // The capsule keeps ownership (its destructor calls the deleter); we only
   // borrow the description while it lives.

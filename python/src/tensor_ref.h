@@ -6,19 +6,30 @@
 #pragma once
 
 #include <dlpack/dlpack.h>
+#include <moegrad/moegrad.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace moegrad::python {
 
+// An array refused before the library sees it (its format, strides, a
+// read-only output): raised in Python as moegrad.Error with this status,
+// like the library's own refusals.
+struct ArrayError : std::runtime_error {
+  ArrayError(moegrad_status s, const std::string& message) : std::runtime_error(message), status(s) {}
+  moegrad_status status;
+};
+
 class TensorRef {
  public:
-  // Raises ValueError (bad dtype code, byte order, read-only output, an
-  // output with torch's negative bit, unaligned strides) or TypeError (not
-  // an array).
+  // Throws ArrayError (an unsupported format or byte order, a read-only
+  // output, an output with torch's negative bit, strides that are not whole
+  // elements) or TypeError (not an array).
   TensorRef(pybind11::handle obj, const char* name, bool writable);
   TensorRef(const TensorRef&) = delete;
   TensorRef& operator=(const TensorRef&) = delete;

@@ -257,11 +257,14 @@ def test_a_refused_buffer_is_released():
     handed it over is released again (it leaked one reference per call)."""
     packed = np.zeros((4, 5), dtype=[("tag", "u1"), ("value", "<f4")])  # value: 5-byte strides
     w, idx, gl = np.zeros((2, 3, 5), np.float32), np.arange(4), np.array([2, 2])
-    for gy in (np.zeros((4, 5), dtype=">f4"), np.zeros((4, 5), np.complex64), packed["value"]):
+    for gy, status in ((np.zeros((4, 5), dtype=">f4"), "BAD_DTYPE"), (np.zeros((4, 5), np.complex64), "BAD_DTYPE"),
+                       (packed["value"], "BAD_LAYOUT")):
         before = sys.getrefcount(gy)
         for _ in range(20):
-            with pytest.raises(ValueError):
+            with pytest.raises(moegrad.Error) as info:  # as the library's own refusals
                 moegrad.grad_x(gy, w, idx, gl, 4, 1)
+            assert info.value.status == "MOEGRAD_STATUS_" + status
+            del info  # its traceback's frames hold the array
         assert sys.getrefcount(gy) == before, gy.dtype
 
 

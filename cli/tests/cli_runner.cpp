@@ -1,6 +1,7 @@
 #include "cli_runner.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -25,15 +26,22 @@ std::string slurp(const std::filesystem::path& p) {
 
 }  // namespace
 
-Running::Running(const std::vector<std::string>& args, const char* stdout_path) {
+Running::Running(const std::vector<std::string>& args, const RunOptions& options) {
   // Output goes to files rather than pipes: no deadlock on large output and
   // no polling loop.
   char out_tmpl[] = "/tmp/moegrad_cli_test_outXXXXXX";
   char err_tmpl[] = "/tmp/moegrad_cli_test_errXXXXXX";
-  const int out_fd = stdout_path != nullptr ? open(stdout_path, O_WRONLY | O_CLOEXEC) : mkstemp(out_tmpl);
+  int out_fd = -1;
+  if (options.stdout_fd >= 0) {
+    out_fd = fcntl(options.stdout_fd, F_DUPFD_CLOEXEC, 0);
+  } else if (options.stdout_path != nullptr) {
+    out_fd = open(options.stdout_path, O_WRONLY | O_CLOEXEC);
+  } else {
+    out_fd = mkstemp(out_tmpl);
+    captured_ = true;
+    out_path_ = out_tmpl;
+  }
   const int err_fd = mkstemp(err_tmpl);
-  captured_ = stdout_path == nullptr;
-  if (captured_) out_path_ = out_tmpl;
   err_path_ = err_tmpl;
   if (out_fd < 0 || err_fd < 0) {
     ADD_FAILURE() << "cannot open the command's output files";
@@ -45,17 +53,37 @@ Running::Running(const std::vector<std::string>& args, const char* stdout_path) 
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
+  int rc = 0;
+  if (options.user) {
+    // posix_spawn cannot change the user: fork, drop to it, exec. The child
+    // calls only async-signal-safe functions.
+    const auto [uid, gid] = *options.user;
+    pid = fork();
+    if (pid == 0) {
+      if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0 || setgroups(0, nullptr) != 0 ||
+          setgid(gid) != 0 || setuid(uid) != 0) {
+        constexpr char kMessage[] = "cli_test: cannot switch to the requested user\n";
+        const ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
+        (void)ignored;
+        _exit(125);
+      }
+      execve(argv[0], argv.data(), environ);
+      _exit(127);
+    }
+    rc = pid < 0 ? errno : 0;
+  } else {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out_fd, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, err_fd, STDERR_FILENO);
+    rc = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+  }
   close(out_fd);
   close(err_fd);
   if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn(" << argv[0] << ") failed: " << rc;
+    ADD_FAILURE() << "starting " << argv[0] << " failed: " << rc;
     return;
   }
   pid_ = pid;
@@ -86,8 +114,8 @@ Running::~Running() {
   unlink(err_path_.c_str());
 }
 
-RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path) {
-  return Running(args, stdout_path).wait();
+RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options) {
+  return Running(args, options).wait();
 }
 
 void CliTest::SetUp() {
@@ -117,10 +145,10 @@ std::set<std::string> CliTest::listing() const {
   return names;
 }
 
-void CliTest::expect_error(const std::vector<std::string>& args, int exit_code,
-                           const std::string& needle) {
+void CliTest::expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle,
+                           const RunOptions& options) {
   const std::set<std::string> before = listing();
-  const RunResult r = run_moegrad(args);
+  const RunResult r = run_moegrad(args, options);
   std::string cmd = "moegrad";
   for (const std::string& a : args) cmd += " " + a;
   EXPECT_EQ(r.exit_code, exit_code) << cmd << "\nstderr: " << r.err;

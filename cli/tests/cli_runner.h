@@ -4,9 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moegrad::cli_test {
@@ -17,14 +21,27 @@ struct RunResult {
   std::string err;
 };
 
-// stdout_path: where the command's standard output goes instead of being
-// captured (e.g. "/dev/full").
-RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path = nullptr);
+struct RunOptions {
+  // Where the command's standard output goes instead of being captured: a
+  // path opened for writing (e.g. "/dev/full"), or a descriptor of the test's
+  // that it shares, offset and O_APPEND included, as after a shell
+  // redirection.
+  const char* stdout_path = nullptr;
+  int stdout_fd = -1;
+  // Runs the command as this user and group (the test must be root): root
+  // passes every permission check that a test may be about.
+  std::optional<std::pair<uid_t, gid_t>> user = std::nullopt;
+};
+
+RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options = {});
+inline RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path) {
+  return run_moegrad(args, RunOptions{.stdout_path = stdout_path});
+}
 
 // The same, started in the background: wait() collects it.
 class Running {
  public:
-  explicit Running(const std::vector<std::string>& args, const char* stdout_path = nullptr);
+  explicit Running(const std::vector<std::string>& args, const RunOptions& options = {});
   Running(const Running&) = delete;
   Running& operator=(const Running&) = delete;
   ~Running();  // kills and reaps a command not waited for
@@ -51,7 +68,8 @@ class CliTest : public ::testing::Test {
   // Asserts the error contract: non-zero `exit_code`, exactly one stderr line
   // starting "moegrad: error:" and containing `needle`, and no new file in
   // the directory (neither the output nor a temp file).
-  void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle);
+  void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle,
+                    const RunOptions& options = {});
 
   std::filesystem::path dir_;
 };

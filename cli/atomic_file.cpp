@@ -1,5 +1,6 @@
 #include "atomic_file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -9,8 +10,10 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <utility>
 
 #include "cli_error.h"
@@ -74,6 +77,43 @@ class TerminationSignalsHeld {
   bool held_ = false;
 };
 
+bool open_for_writing_on(int fd, const struct stat& file) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  const int access = flags & O_ACCMODE;
+  struct stat st {};
+  return flags >= 0 && (access == O_WRONLY || access == O_RDWR) && ::fstat(fd, &st) == 0 &&
+         st.st_dev == file.st_dev && st.st_ino == file.st_ino;
+}
+
+// A descriptor of this process open for writing on `file`, or -1.
+//
+// Found by the file's identity (st_dev, st_ino), not by the path's spelling:
+// /dev/stdout, /dev/fd/N, /proc/self/fd/N, a link to one of them, and the
+// file's own name (`--out dx.npy > dx.npy`) all name what a descriptor
+// holds, and a list of spellings would miss some. Only descriptors open for
+// writing count, so `--out x.npy < x.npy` still replaces x.npy. The
+// descriptors are listed from /proc/self/fd; without /proc only the
+// standard streams are checked (/dev/stdout needs /proc anyway).
+int descriptor_writing_to(const struct stat& file) {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) {
+    for (int fd = 0; fd <= 2; ++fd)
+      if (open_for_writing_on(fd, file)) return fd;
+    return -1;
+  }
+  int found = -1;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name(entry->d_name);
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), fd);
+    if (ec != std::errc() || end != name.data() + name.size() || fd == ::dirfd(dir)) continue;
+    // The lowest: the standard streams before anything inherited.
+    if ((found < 0 || fd < found) && open_for_writing_on(fd, file)) found = fd;
+  }
+  ::closedir(dir);
+  return found;
+}
+
 }  // namespace
 
 void remove_temp_files_on_signal() noexcept {
@@ -91,6 +131,17 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
   struct stat st {};
   if (::stat(path_.c_str(), &st) == 0) {  // follows symbolic links
     if (S_ISDIR(st.st_mode)) data_error(path_ + ": is a directory");
+    if (const int held = descriptor_writing_to(st); held >= 0) {
+      // Through that descriptor, not a new one: its offset and O_APPEND
+      // are the caller's, so `( echo A; moegrad ... --out /dev/stdout ) >
+      // log` keeps A and `>> log` appends, as for any command writing to
+      // its stdout; replacing log would discard what the caller wrote to
+      // it, and opening it again would write from offset 0 over it.
+      fd_ = ::fcntl(held, F_DUPFD_CLOEXEC, 0);
+      if (fd_ < 0)
+        data_error(path_ + ": cannot duplicate descriptor " + std::to_string(held) + ": " + std::strerror(errno));
+      return;
+    }
     if (!S_ISREG(st.st_mode)) {
       // Renaming over /dev/null or a named pipe would replace the node
       // itself (as root, for every user of it): write into it instead, as a
@@ -181,7 +232,7 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 
 void AtomicFile::commit() {
   const int fd = fd_;
-  if (temp_path_.empty()) {  // a device or FIFO, written in place
+  if (temp_path_.empty()) {  // written in place
     fd_ = -1;
     if (::close(fd) != 0) fail("close failed", errno);
     committed_ = true;

@@ -7,8 +7,10 @@
 //
 // What is replaced is the file the path names: a symbolic link stays and
 // the file it points to gets the new contents, with that file's permission
-// bits. A path naming a device or FIFO (/dev/stdout, a named pipe) cannot be
-// replaced: it is opened and written in place, without a temp file.
+// bits. Written in place, without a temp file: a file the process
+// already holds open for writing (/dev/stdout, /dev/fd/N: the caller's
+// redirection), through that descriptor, and a device or FIFO (a named
+// pipe), which cannot be replaced.
 #pragma once
 
 #include <sys/stat.h>
@@ -20,7 +22,7 @@ namespace moegrad::cli {
 
 class AtomicFile {
  public:
-  // Creates the temp file now (opens a device or FIFO now), so an
+  // Creates the temp file now (or opens what is written in place), so an
   // unwritable destination fails before any long computation. Throws
   // CliError (exit 1).
   explicit AtomicFile(std::string path);
@@ -29,7 +31,7 @@ class AtomicFile {
   ~AtomicFile();
 
   void write(const void* data, std::size_t bytes);
-  // fsync, close, rename into place, fsync the directory (a device or FIFO:
+  // fsync, close, rename into place, fsync the directory (written in place:
   // close).
   void commit();
 

@@ -1,7 +1,9 @@
 // What grad-x does with paths that are not plain files, and when it is
 // interrupted: a symlinked output keeps its link and its file's permission
 // bits, a FIFO is written in place (renaming over it would replace the
-// node: as root, over /dev/null, for everyone), a FIFO input is refused
+// node: as root, over /dev/null, for everyone), so is a file the command
+// already holds open for writing (/dev/stdout redirected to a file: replacing
+// it would lose what the caller wrote there), a FIFO input is refused
 // instead of waiting for a writer, SIGTERM leaves no temp file, and an input
 // truncated while it is read ends in one error line, not a bus error.
 #include <fcntl.h>
@@ -80,6 +82,68 @@ TEST_F(OutputPathTest, AFifoIsWrittenInPlace) {
   struct stat st {};
   ASSERT_EQ(lstat(path("out.fifo").c_str(), &st), 0);
   EXPECT_TRUE(S_ISFIFO(st.st_mode)) << "the FIFO was replaced by a file";
+}
+
+// `( echo BEFORE; moegrad grad-x ... --out /dev/stdout; echo AFTER ) > log`
+// and `... >> log`: the output goes through the descriptor the caller
+// redirected, at its offset or appended, as the shell's echo does, and log
+// stays the same file. Every name of that file counts: /dev/stdout,
+// /proc/self/fd/1, its own path, and /dev/fd/N for a descriptor the command
+// inherited other than stdout.
+TEST_F(OutputPathTest, AFileTheCommandHoldsOpenIsWrittenThroughItsDescriptor) {
+  const std::string want = plain_output();
+  const std::set<std::string> files = listing();
+  for (const bool append : {false, true}) {
+    for (const std::string via : {"/dev/stdout", "/proc/self/fd/1", "own path", "/dev/fd/N"}) {
+      const std::string what = via + (append ? " >> log" : " > log");
+      write_file("log", "PREVIOUS\n");
+      // Not O_CLOEXEC: the command inherits it, for /dev/fd/N.
+      const int fd = open(path("log").c_str(), O_WRONLY | (append ? O_APPEND : O_TRUNC));
+      ASSERT_GE(fd, 0);
+      struct stat before {};
+      ASSERT_EQ(fstat(fd, &before), 0);
+      if (!append) {
+        ASSERT_EQ(write(fd, "BEFORE\n", 7), 7);
+      }
+      std::string out = via;
+      RunOptions options{.stdout_fd = fd};
+      if (via == "own path") out = path("log");
+      if (via == "/dev/fd/N") {  // stdout elsewhere: log is only the inherited fd
+        out = "/dev/fd/" + std::to_string(fd);
+        options = {};
+      }
+      const RunResult r = run_moegrad(args(p_, e_, out), options);
+      EXPECT_EQ(r.exit_code, 0) << what << ": " << r.err;
+      EXPECT_EQ(write(fd, "AFTER\n", 6), 6);
+      close(fd);
+      EXPECT_EQ(read_file("log"), (append ? "PREVIOUS\n" : "BEFORE\n") + want + "AFTER\n") << what;
+      struct stat after {};
+      ASSERT_EQ(stat(path("log").c_str(), &after), 0);
+      EXPECT_EQ(after.st_ino, before.st_ino) << what << ": log was replaced";
+      std::set<std::string> expected = files;
+      expected.insert("log");
+      EXPECT_EQ(listing(), expected) << what << ": a temp file was left behind";
+    }
+  }
+}
+
+// `moegrad grad-x ... --out /dev/stdout | consumer` still streams into the pipe.
+TEST_F(OutputPathTest, StandardOutputIntoAPipeIsWrittenInPlace) {
+  const std::string want = plain_output();
+  int ends[2];
+  ASSERT_EQ(pipe2(ends, O_CLOEXEC), 0);
+  auto read = std::async(std::launch::async, [fd = ends[0]] {
+    std::string got;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+    close(fd);
+    return got;
+  });
+  const RunResult r = run_moegrad(args(p_, e_, "/dev/stdout"), RunOptions{.stdout_fd = ends[1]});
+  close(ends[1]);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(read.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(read.get(), want);
 }
 
 TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {

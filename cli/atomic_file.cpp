@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -114,6 +115,23 @@ int descriptor_writing_to(const struct stat& file) {
   return found;
 }
 
+// The temp file's name in a directory whose names are at most `room` bytes:
+// ".NAME.moegrad-tmp-PID-ATTEMPT", with NAME cut short when it would not fit
+// (a valid output name may be up to NAME_MAX itself) but still the start of
+// the output's name, and never cut inside a UTF-8 character, so `ls` shows
+// what it is for.
+std::string temp_name(const std::string& base, std::size_t room, int attempt) {
+  const std::string suffix = ".moegrad-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+  std::size_t keep = base.size();
+  if (1 + keep + suffix.size() > room) {
+    keep = room > 1 + suffix.size() ? room - 1 - suffix.size() : 0;
+    while (keep > 0 && (static_cast<unsigned char>(base[keep]) & 0xC0) == 0x80) --keep;
+  }
+  std::string name(".");
+  name.append(base, 0, keep).append(suffix);
+  return name;
+}
+
 }  // namespace
 
 void remove_temp_files_on_signal() noexcept {
@@ -168,13 +186,19 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
   const std::size_t slash = target_.rfind('/');
   const std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
   dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : target_.substr(0, slash));
+  // Room for the temp file's name: NAME_MAX, and what PATH_MAX leaves after
+  // "DIR/" (a path as long as the target's must work too).
+  long name_max = ::pathconf(dir_.c_str(), _PC_NAME_MAX);
+  if (name_max <= 0) name_max = NAME_MAX;
+  const std::size_t path_room = dir_.size() + 2 < PATH_MAX ? PATH_MAX - 2 - dir_.size() : 0;
+  const std::size_t room = std::min(static_cast<std::size_t>(name_max), path_room);
   // A hidden name that says who made it, unique per process and attempt;
   // O_EXCL makes a clash with any existing file a retry, never an overwrite.
   // Mode 0666 lets the umask decide, as for any file the user creates.
   {
     const TerminationSignalsHeld held;
     for (int attempt = 0; attempt < 100; ++attempt) {
-      temp_path_ = dir_ + "/." + base + ".moegrad-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(attempt);
+      temp_path_ = dir_ + "/" + temp_name(base, room, attempt);
       fd_ = ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
       if (fd_ >= 0) break;
       if (errno != EEXIST) {

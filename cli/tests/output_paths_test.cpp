@@ -3,9 +3,10 @@
 // bits, a FIFO is written in place (renaming over it would replace the
 // node: as root, over /dev/null, for everyone), so is a file the command
 // already holds open for writing (/dev/stdout redirected to a file: replacing
-// it would lose what the caller wrote there), a FIFO input is refused
-// instead of waiting for a writer, SIGTERM leaves no temp file, and an input
-// truncated while it is read ends in one error line, not a bus error.
+// it would lose what the caller wrote there), a name as long as the file
+// system allows works, a FIFO input is refused instead of waiting for a
+// writer, SIGTERM leaves no temp file, and an input truncated while it is
+// read ends in one error line, not a bus error.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -146,6 +147,19 @@ TEST_F(OutputPathTest, StandardOutputIntoAPipeIsWrittenInPlace) {
   EXPECT_EQ(read.get(), want);
 }
 
+// NAME_MAX is the limit on the output's name, not on that name plus the
+// temp file's suffix.
+TEST_F(OutputPathTest, ANameAsLongAsTheFileSystemAllowsIsWritten) {
+  const std::string want = plain_output();
+  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 4);
+  const std::string name = std::string(static_cast<std::size_t>(name_max) - 4, 'a') + ".npy";
+  const RunResult r = run_moegrad(args(p_, e_, path(name)));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(name), want);
+  EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy", "plain.npy", name}));
+}
+
 TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {
   ASSERT_EQ(mkfifo(path("w.fifo").c_str(), 0600), 0);
   std::vector<std::string> a = args(p_, e_);
@@ -179,8 +193,8 @@ class InterruptTest : public GradXTest {
     unsetenv("MOEGRAD_ISA");
     GradXTest::TearDown();
   }
-  std::vector<std::string> slow_args() const {
-    std::vector<std::string> a = args(p_, e_);
+  std::vector<std::string> slow_args(const std::string& out = "dx.npy") const {
+    std::vector<std::string> a = args(p_, e_, out);
     a.insert(a.end(), {"--threads", "1"});
     return a;
   }
@@ -200,6 +214,19 @@ class InterruptTest : public GradXTest {
 
 TEST_F(InterruptTest, SigtermLeavesNoTempFile) {
   Running run(slow_args());
+  ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
+  ASSERT_EQ(kill(run.pid(), SIGTERM), 0);
+  const RunResult r = run.wait();
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(listing(), before_) << "a temp file or an output was left behind";
+}
+
+// A name too long to take the temp suffix gets a shortened temp name, which
+// the signal handler still removes.
+TEST_F(InterruptTest, SigtermLeavesNoTempFileForALongOutputName) {
+  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 4);
+  Running run(slow_args(std::string(static_cast<std::size_t>(name_max) - 4, 'a') + ".npy"));
   ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
   ASSERT_EQ(kill(run.pid(), SIGTERM), 0);
   const RunResult r = run.wait();

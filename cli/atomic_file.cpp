@@ -172,6 +172,11 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     if (real == nullptr) data_error(path_ + ": cannot resolve the path: " + std::strerror(errno));
     const std::string target(real);
     std::free(real);
+    // rename() replaces a file whatever its mode bits; a shell redirection
+    // or numpy.save would be refused a read-only one, and so is this, before
+    // any work. AT_EACCESS: the effective IDs, as open() would use.
+    if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0)
+      data_error(path_ + ": cannot be overwritten: " + std::strerror(errno));
     create_temp(target, &st);
     return;
   }

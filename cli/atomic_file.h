@@ -7,7 +7,8 @@
 //
 // What is replaced is the file the path names: a symbolic link stays and
 // the file it points to gets the new contents, with that file's permission
-// bits. Written in place, without a temp file: a file the process
+// bits; a file the user may not write is refused, as by a shell
+// redirection. Written in place, without a temp file: a file the process
 // already holds open for writing (/dev/stdout, /dev/fd/N: the caller's
 // redirection), through that descriptor, and a device or FIFO (a named
 // pipe), which cannot be replaced.

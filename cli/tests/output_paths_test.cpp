@@ -3,11 +3,12 @@
 // bits, a FIFO is written in place (renaming over it would replace the
 // node: as root, over /dev/null, for everyone), so is a file the command
 // already holds open for writing (/dev/stdout redirected to a file: replacing
-// it would lose what the caller wrote there), a name as long as the file
-// system allows works, a FIFO input is refused instead of waiting for a
-// writer, SIGTERM leaves no temp file, and an input truncated while it is
-// read ends in one error line, not a bus error.
+// it would lose what the caller wrote there), a read-only output is refused,
+// a name as long as the file system allows works, a FIFO input is refused
+// instead of waiting for a writer, SIGTERM leaves no temp file, and an input
+// truncated while it is read ends in one error line, not a bus error.
 #include <fcntl.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,6 +146,31 @@ TEST_F(OutputPathTest, StandardOutputIntoAPipeIsWrittenInPlace) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   ASSERT_EQ(read.wait_for(30s), std::future_status::ready);
   EXPECT_EQ(read.get(), want);
+}
+
+// rename() replaces a file whatever its mode; `echo x > ro.npy` and
+// numpy.save refuse a read-only one, and so must grad-x, before any work.
+// Root passes every permission check, so as root the command runs as
+// nobody, in a directory nobody owns: the refusal is then tested, not
+// skipped. A first run shows that user can write a new output there.
+TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
+  write_file("ro.npy", "old");
+  ASSERT_EQ(chmod(path("ro.npy").c_str(), 0444), 0);
+  RunOptions as;
+  if (geteuid() == 0) {
+    const passwd* nobody = getpwnam("nobody");
+    as.user = {nobody != nullptr ? nobody->pw_uid : 65534, nobody != nullptr ? nobody->pw_gid : 65534};
+    for (const auto& entry : std::filesystem::directory_iterator(dir_))
+      ASSERT_EQ(chown(entry.path().c_str(), as.user->first, as.user->second), 0);
+    ASSERT_EQ(chown(dir_.c_str(), as.user->first, as.user->second), 0);
+  }
+  const RunResult control = run_moegrad(args(p_, e_, path("new.npy")), as);
+  ASSERT_EQ(control.exit_code, 0) << "this user cannot write here at all: " << control.err;
+  expect_error(args(p_, e_, path("ro.npy")), 1, path("ro.npy") + ": cannot be overwritten: Permission denied", as);
+  EXPECT_EQ(read_file("ro.npy"), "old");
+  struct stat st {};
+  ASSERT_EQ(stat(path("ro.npy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0444u);
 }
 
 // NAME_MAX is the limit on the output's name, not on that name plus the

@@ -136,7 +136,13 @@ bool all_digits(std::string_view s) {
 void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
   const std::vector<std::string_view> parts = split_commas(value);
   std::vector<ShapeSpec> found;
-  if (parts.size() == 5 && std::all_of(parts.begin(), parts.end(), all_digits)) {
+  // A number among the parts means a custom shape (no name is one), so
+  // "1,1,1,1" is told it lacks a number rather than that '1' is no name.
+  if (std::any_of(parts.begin(), parts.end(), all_digits)) {
+    if (parts.size() != 5) {
+      usage("--shape " + std::string(value) + ": a custom shape needs 5 numbers batch,top_k,G,K,N, not " +
+            std::to_string(parts.size()));
+    }
     static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
     int64_t d[5];
     for (int i = 0; i < 5; ++i) {

@@ -54,6 +54,10 @@ TEST_F(CliTest, DispatchErrors) {
   expect_error({}, 2, "no command given");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
   expect_error({"bench", "--shape", "nope"}, 2, "unknown --shape 'nope'");
+  // Numbers, but not five: the count is what is wrong, not the first number.
+  expect_error({"bench", "--shape", "1,1,1,1"}, 2,
+               "--shape 1,1,1,1: a custom shape needs 5 numbers batch,top_k,G,K,N, not 4");
+  expect_error({"bench", "--shape", "64"}, 2, "a custom shape needs 5 numbers batch,top_k,G,K,N, not 1");
 }
 
 TEST_F(CliTest, RunUsageErrors) {

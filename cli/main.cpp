@@ -33,7 +33,7 @@ void print_help() {
       "                 sum_n grad_y[i, n] * weight[g(i), k, n]\n"
       "\n"
       "Usage: moegrad <command> [flags]    (moegrad <command> --help for its flags)\n"
-      "       moegrad --help | help | --version\n"
+      "       moegrad --help | help [command] | --version\n"
       "\n"
       "Commands:\n",
       moegrad_version());
@@ -68,21 +68,32 @@ int report(const std::string& message, int exit_code) {
   return exit_code;
 }
 
+const Command& find_command(std::string_view name) {
+  for (const Command& c : kCommands) {
+    if (c.name == name) return c;
+  }
+  usage_error("unknown command '" + std::string(name) + "' (see 'moegrad --help')");
+}
+
 int dispatch(int argc, char** argv) {
   if (argc < 2) usage_error("no command given (see 'moegrad --help')");
   const std::string_view name(argv[1]);
   if (name == "--help" || name == "-h" || name == "help") {
-    print_help();
-    return kExitOk;
+    if (argc == 2) {
+      print_help();
+      return kExitOk;
+    }
+    // "help run" is "run --help": asking about a command means its flags.
+    if (argc > 3) usage_error("help takes one command name (see 'moegrad --help')");
+    char help_flag[] = "--help";
+    char* const args[] = {help_flag};
+    return find_command(argv[2]).run(std::span<char* const>(args));
   }
   if (name == "--version") {
     std::printf("moegrad %s\n", moegrad_version());
     return kExitOk;
   }
-  for (const Command& c : kCommands) {
-    if (c.name == name) return c.run(std::span<char* const>(argv + 2, argv + argc));
-  }
-  usage_error("unknown command '" + std::string(name) + "' (see 'moegrad --help')");
+  return find_command(name).run(std::span<char* const>(argv + 2, argv + argc));
 }
 
 }  // namespace

@@ -44,6 +44,17 @@ TEST_F(CliTest, HelpOnEveryCommand) {
   }
 }
 
+// `moegrad help <command>` is `moegrad <command> --help`, as in git and pip.
+TEST_F(CliTest, HelpNamingACommandIsThatCommandsHelp) {
+  for (const char* command : {"grad-x", "run", "bench", "info"}) {
+    const RunResult r = run_moegrad({"help", command});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_EQ(r.out, run_moegrad({command, "--help"}).out) << command;
+  }
+  expect_error({"help", "frobnicate"}, 2, "unknown command 'frobnicate'");
+  expect_error({"help", "run", "bench"}, 2, "help takes one command");
+}
+
 TEST_F(CliTest, Version) {
   const RunResult r = run_moegrad({"--version"});
   EXPECT_EQ(r.exit_code, 0);

@@ -29,9 +29,9 @@ constexpr char kHelp[] =
     "default thread count, the per-core cache sizes the blocks are fitted to (and\n"
     "what the OS reports), the GEMM engine, the MOEGRAD_* variables that are set\n"
     "(an 'ignored' line, in JSON ignored_environment, for each other MOEGRAD_* name\n"
-    "set, which nothing reads, with the variable it may be a misspelling of), and\n"
-    "whether `moegrad bench` can load its oneDNN baseline. Attach it to bug reports\n"
-    "and benchmark results.\n"
+    "set, which the library does not read, with the variable it may be a\n"
+    "misspelling of), and whether `moegrad bench` can load its oneDNN baseline.\n"
+    "Attach it to bug reports and benchmark results.\n"
     "\n"
     "  --json   one JSON object instead of the text\n";
 

@@ -52,8 +52,8 @@ def info(context=None):
     threads, engine, l1d_bytes/l2_bytes (the per-core caches the blocks are
     fitted to), os_l1d_bytes/os_l2_bytes (what the OS reports; None when
     nothing), environment (the MOEGRAD_* variables, None when unset) and
-    ignored_environment (other MOEGRAD_* names set, which nothing reads, each
-    with the variable it may be a misspelling of, or None).
+    ignored_environment (other MOEGRAD_* names set, which the library does
+    not read, each with the variable it may be a misspelling of, or None).
     Without `context`, a fresh context is made from the environment, so a
     malformed variable raises moegrad.Error. Attach it to bug reports:
     `python3 -m moegrad` prints it as JSON."""

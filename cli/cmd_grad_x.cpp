@@ -2,11 +2,14 @@
 // copied; the output is written to a temp file and renamed only on success.
 #include <moegrad/moegrad.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <moegrad/moegrad.hpp>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "aligned_buffer.h"
 #include "atomic_file.h"
@@ -99,6 +102,31 @@ void check_index_input(const char* flag, const std::string& path, const NpyArray
   }
 }
 
+// A library message names tensors (grad_y, expanded_row_idx); the user
+// typed flags and files. Appends "; grad_y is --grad-y FILE" for each input
+// the message names, as a whole word.
+struct Input {
+  const char* tensor;
+  const char* flag;
+  const std::string& path;
+};
+
+std::string with_inputs_named(const std::string& message, std::initializer_list<Input> inputs) {
+  const auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  std::string out = message;
+  for (const Input& in : inputs) {
+    const std::string_view name(in.tensor);
+    for (size_t at = message.find(name); at != std::string::npos; at = message.find(name, at + 1)) {
+      const size_t end = at + name.size();
+      if ((at == 0 || !word_char(message[at - 1])) && (end == message.size() || !word_char(message[end]))) {
+        out += "; " + std::string(name) + " is " + in.flag + " " + in.path;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int cmd_grad_x(std::span<char* const> args) {
@@ -161,9 +189,16 @@ int cmd_grad_x(std::span<char* const> args) {
   moegrad::Context ctx;
   if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
   if (fast_bf16) ctx.set_fast_bf16(true);
-  moegrad::GradXExecutor executor(op_args, ctx);
-  AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
-  executor.run(workspace.data(), workspace.size(), ctx);
+  try {
+    moegrad::GradXExecutor executor(op_args, ctx);
+    AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
+    executor.run(workspace.data(), workspace.size(), ctx);
+  } catch (const moegrad::Error& e) {
+    throw moegrad::Error(e.status(), with_inputs_named(e.what(), {{"grad_y", "--grad-y", gy_path},
+                                                                  {"weight", "--weight", w_path},
+                                                                  {"expanded_row_idx", "--row-idx", idx_path},
+                                                                  {"group_list", "--group-list", gl_path}}));
+  }
 
   write_npy_f32(out, grad_x_buf.as<float>(), grad_x_shape);
   out.commit();

@@ -157,6 +157,9 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
              npy_file(numpy_dict("<f4", {p_.experts, p_.k, p_.n + 1}),
                       raw_bytes(std::vector<float>(p_.experts * p_.k * (p_.n + 1), 1.0f))));
   expect_error(with("--weight", path("w8.npy")), kData, "grad_y.shape[1]=7 != weight.shape[2]=8");
+  // The library's words name tensors; the message then says which flag and file each is.
+  expect_error(with("--weight", path("w8.npy")), kData,
+               "; grad_y is --grad-y " + path("gy.npy") + "; weight is --weight " + path("w8.npy") + " (MOEGRAD_STATUS_N_MISMATCH)");
   write_file("w2d.npy", npy_array("<f4", {p_.k, p_.n}, std::vector<float>(p_.k * p_.n, 1.0f)));
   expect_error(with("--weight", path("w2d.npy")), kData,
                "has shape (5, 7); expected 3 dimensions [G, K, N]");
@@ -168,6 +171,7 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
   idx[2] = p_.batch * p_.top_k;
   write_file("idx_bad.npy", index_npy(Index::kI64, idx));
   expect_error(with("--row-idx", path("idx_bad.npy")), kData, "expanded_row_idx[2]=12");
+  expect_error(with("--row-idx", path("idx_bad.npy")), kData, "; expanded_row_idx is --row-idx " + path("idx_bad.npy"));
   expect_error(with("--row-idx", path("idx_bad.npy")), kData, "MOEGRAD_STATUS_INDEX_OUT_OF_RANGE");
   // Group counts that do not sum to M.
   std::vector<int64_t> counts = p_.counts;
@@ -175,6 +179,7 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
   write_file("gl_bad.npy", index_npy(Index::kI64, counts));
   expect_error(with("--group-list", path("gl_bad.npy")), kData,
                "MOEGRAD_STATUS_GROUP_SUM_MISMATCH");
+  expect_error(with("--group-list", path("gl_bad.npy")), kData, "; group_list is --group-list " + path("gl_bad.npy"));
   // grad_y rows exceed the slots.
   expect_error(with("--batch", "1"), kData, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS");
 }

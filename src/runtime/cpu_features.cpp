@@ -17,8 +17,21 @@ uint64_t read_xcr0() {
   return (static_cast<uint64_t>(edx) << 32) | eax;
 }
 
+// The per-core data caches the OS reports, whatever the instruction set
+// (the scalar path's blocks are fitted to them too).
+void detect_caches(CpuFeatures* f) {
+  const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  const auto plausible = [](long v, size_t lo, size_t hi) {
+    return v > 0 && static_cast<size_t>(v) >= lo && static_cast<size_t>(v) <= hi ? static_cast<size_t>(v) : 0;
+  };
+  f->l1d_bytes = plausible(l1, kMinL1dBytes, kMaxL1dBytes);
+  f->l2_bytes = plausible(l2, kMinL2Bytes, kMaxL2Bytes);
+}
+
 CpuFeatures detect() {
   CpuFeatures f;
+  detect_caches(&f);
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = c & (1u << 27);
@@ -44,14 +57,6 @@ CpuFeatures detect() {
   // with -mavx512vl for the 256-bit vdpbf16ps of short tails. Every such CPU
   // has BW and VL, but a hypervisor may hide one and not the other.
   f.avx512bf16 = f.avx512f && avx512bw && avx512vl && (a & (1u << 5));
-
-  const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-  const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-  const auto plausible = [](long v, size_t lo, size_t hi) {
-    return v > 0 && static_cast<size_t>(v) >= lo && static_cast<size_t>(v) <= hi ? static_cast<size_t>(v) : 0;
-  };
-  f.l1d_bytes = plausible(l1, kMinL1dBytes, kMaxL1dBytes);
-  f.l2_bytes = plausible(l2, kMinL2Bytes, kMaxL2Bytes);
   return f;
 }
 

@@ -25,6 +25,8 @@ def as_array(a, name):
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
     if hasattr(a, "__dlpack__") and not hasattr(a, "__array__"):
         return from_dlpack(a, name)
+    if type(a).__name__ == "PyCapsule":  # a raw DLPack capsule (torch.utils.dlpack.to_dlpack)
+        return from_capsule(a, name)
     array = np.asarray(a)
     if array.dtype == object:
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
@@ -49,6 +51,19 @@ def from_dlpack(a, name):
         except (TypeError, ValueError, RuntimeError, BufferError) as torch_error:
             raise TypeError(f"{name}: neither numpy ({numpy_error}) nor torch ({torch_error}) can import this "
                             "__dlpack__ object") from None
+
+
+def from_capsule(capsule, name):
+    """A DLPack capsule, consumed as the protocol says (once) and imported
+    without a copy by torch, the one reader of bare capsules here."""
+    try:
+        import torch.utils.dlpack
+    except ImportError:
+        raise TypeError(f"{name}: a DLPack capsule needs torch to import it; pass the array itself") from None
+    try:
+        return torch.utils.dlpack.from_dlpack(capsule)
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        raise TypeError(f"{name}: cannot import this DLPack capsule ({e})") from None
 
 
 def integer(name, value, lo, hi=2**63 - 1):

@@ -250,6 +250,14 @@ def test_any_dlpack_exporter_is_an_input():
     xb, wb = x.bfloat16(), w.bfloat16()
     got = moegrad.grouped_matmul(Exporter(xb), Exporter(wb), Exporter(counts))
     assert torch.equal(got, moegrad.grouped_matmul(xb, wb, counts))
+    # Bare capsules (torch.utils.dlpack.to_dlpack), each consumed once.
+    from torch.utils.dlpack import to_dlpack
+
+    capsule = to_dlpack(xb)
+    assert torch.equal(moegrad.grouped_matmul(capsule, to_dlpack(wb), to_dlpack(counts)),
+                       moegrad.grouped_matmul(xb, wb, counts))
+    with pytest.raises(TypeError, match="x: cannot import this DLPack capsule"):
+        moegrad.grouped_matmul(capsule, wb, counts)
 
 
 def test_a_refused_buffer_is_released():

@@ -1,5 +1,4 @@
 #include <cstdio>
-#include <string>
 
 #include "api/error.h"
 #include "kernels/gemm_kernels.h"
@@ -7,21 +6,24 @@
 namespace moegrad {
 namespace {
 
-thread_local std::string t_last_error;
+// A plain array, not a std::string: it never allocates (so no bad_alloc
+// escapes through the C API, on the out-of-memory path least of all), and
+// it has no destructor, so a user's static destructor that calls moegrad
+// after the thread's thread_locals were destroyed (exit() destroys them
+// first) writes into live memory.
+thread_local char t_last_error[1024];
 
 }  // namespace
 
 moegrad_status fail(moegrad_status status, const char* fmt, ...) {
-  char buf[1024];
   va_list ap;
   va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  std::vsnprintf(t_last_error, sizeof t_last_error, fmt, ap);
   va_end(ap);
-  t_last_error = buf;
   return status;
 }
 
-void clear_last_error() { t_last_error.clear(); }
+void clear_last_error() { t_last_error[0] = '\0'; }
 
 }  // namespace moegrad
 
@@ -75,7 +77,7 @@ const char* moegrad_status_string(moegrad_status status) {
   return "MOEGRAD_STATUS_UNKNOWN: not a moegrad status";
 }
 
-const char* moegrad_last_error_message(void) { return moegrad::t_last_error.c_str(); }
+const char* moegrad_last_error_message(void) { return moegrad::t_last_error; }
 
 const char* moegrad_version(void) { return MOEGRAD_VERSION_STRING; }
 

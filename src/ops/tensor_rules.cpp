@@ -1,7 +1,8 @@
 #include "ops/tensor_rules.h"
 
 #include <cinttypes>
-#include <string>
+#include <cstdio>
+#include <cstring>
 
 #include "api/error.h"
 #include "driver/routing_table.h"
@@ -90,11 +91,14 @@ moegrad_status decode_group_list(const IndexView& group_list, int32_t group_list
   p.group_list_type = group_list_type;
   const moegrad_status s = driver::build_group_start(p, group_start);
   if (s == MOEGRAD_STATUS_SUCCESS) return s;
-  // The shared check names grad-x's rows; name this operator's instead.
-  std::string message = moegrad_last_error_message();
-  if (const size_t at = message.find("grad_y rows"); at != std::string::npos)
-    message.replace(at, 11, std::string(rows) + " rows");
-  return fail(s, "%s", message.c_str());
+  // The shared check names grad-x's rows; name this operator's instead
+  // (copied first: fail() writes where the message is; nothing allocated).
+  char message[1024];
+  std::snprintf(message, sizeof message, "%s", moegrad_last_error_message());
+  constexpr char kGradXRows[] = "grad_y rows";
+  const char* at = std::strstr(message, kGradXRows);
+  if (at == nullptr) return fail(s, "%s", message);
+  return fail(s, "%.*s%s rows%s", static_cast<int>(at - message), message, rows, at + sizeof kGradXRows - 1);
 }
 
 }  // namespace moegrad::ops

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "problem.h"
@@ -219,6 +220,28 @@ TEST(NoAllocation, RunOnSmallerContextThanPlanned) {
   ASSERT_EQ(st, MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
   EXPECT_EQ(c.news, 0);
   EXPECT_EQ(c.mallocs, 0);
+}
+
+// Reporting an error allocates nothing either: the message lives in a
+// fixed per-thread buffer, so no std::bad_alloc can escape the C API, on
+// the out-of-memory path least of all. A fresh thread each time: its first
+// message is the one a growing string would have had to allocate for.
+TEST(NoAllocation, AnErrorOnAFreshThread) {
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 1);
+  for (int32_t bad : {-1, MOEGRAD_MAX_THREADS + 1}) {
+    moegrad_status st = MOEGRAD_STATUS_SUCCESS;
+    std::string message;
+    Counts c;
+    std::thread t([&] {
+      c = counted([&] { st = moegrad_context_set_num_threads(ctx.get(), bad); });
+      message = moegrad_last_error_message();
+    });
+    t.join();
+    EXPECT_EQ(st, MOEGRAD_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(message.find(std::to_string(bad)), std::string::npos) << message;
+    EXPECT_EQ(c.news, 0) << message;
+    EXPECT_EQ(c.mallocs, 0) << message;
+  }
 }
 
 }  // namespace

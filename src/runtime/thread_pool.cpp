@@ -4,9 +4,11 @@
 
 #include <algorithm>
 
+#include "runtime/fork_generation.h"
+
 namespace moegrad::runtime {
 
-ThreadPool::ThreadPool(int num_threads) : owner_pid_(::getpid()) {
+ThreadPool::ThreadPool(int num_threads) : owner_generation_(fork_generation()), owner_pid_(::getpid()) {
   const int spawn = std::max(num_threads, 1) - 1;
   threads_.reserve(static_cast<size_t>(spawn));
   try {
@@ -30,7 +32,7 @@ void ThreadPool::stop_and_join() {
   for (auto& t : threads_) t.join();
 }
 
-bool ThreadPool::forked() const { return ::getpid() != owner_pid_; }
+bool ThreadPool::forked() const { return fork_generation() != owner_generation_ || ::getpid() != owner_pid_; }
 
 void ThreadPool::run(int workers, Job job) {
   std::lock_guard<std::mutex> run_lock(run_mutex_);

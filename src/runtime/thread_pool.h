@@ -63,7 +63,11 @@ class ThreadPool {
   uint64_t generation_ = 0; // bumped per job
   bool stop_ = false;
   std::vector<std::thread> threads_;
-  pid_t owner_pid_;  // the process that started the workers
+  // The process that started the workers: its fork generation (a process
+  // id may be reused by a descendant), and its id (should forks go
+  // uncounted).
+  uint64_t owner_generation_;
+  pid_t owner_pid_;
 };
 
 }  // namespace moegrad::runtime

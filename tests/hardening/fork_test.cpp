@@ -11,10 +11,13 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -131,6 +134,101 @@ TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
   EXPECT_EQ(hung, 0) << "children that hung (or died) of " << kForks;
   EXPECT_EQ(failed, 0) << "children whose run failed or differed, of " << kForks;
   EXPECT_TRUE(c.run_matches(ctx.get()));
+}
+
+// Exit codes of the pid-reuse scenario's processes.
+enum PidReuseExit : int { kReused = 0, kReusedRunFailed = 20, kNoPidControl, kPidNotReused, kOwnerFailed };
+
+// Whether this process may set ns_last_pid: it writes back the value it
+// read, which changes nothing.
+bool can_choose_pids() {
+  int last = 0;
+  FILE* in = std::fopen("/proc/sys/kernel/ns_last_pid", "r");
+  if (in == nullptr) return false;
+  const bool read = std::fscanf(in, "%d", &last) == 1;
+  std::fclose(in);
+  FILE* out = read ? std::fopen("/proc/sys/kernel/ns_last_pid", "w") : nullptr;
+  if (out == nullptr) return false;
+  const bool ok = std::fprintf(out, "%d", last) > 0;
+  return std::fclose(out) == 0 && ok;
+}
+
+// Sets the pid the kernel hands out next (root, in this pid namespace).
+bool next_pid_is(pid_t pid) {
+  FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fprintf(f, "%d", static_cast<int>(pid - 1)) > 0;
+  return std::fclose(f) == 0 && ok;
+}
+
+// The grandchild side: waits until the owner `owner` has exited (the end of
+// a pipe whose only writer it was), then forks until a child gets the
+// owner's pid; that child runs on the inherited context and must not take
+// the owner's pool (whose workers are gone) for its own.
+int descendant_with_owners_pid(const ForkCase& c, const moegrad_context* ctx, pid_t owner, int owner_alive) {
+  char byte = 0;
+  while (::read(owner_alive, &byte, 1) > 0 || errno == EINTR) {}
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    ::usleep(10000);  // the pid is free once the owner is reaped; another process may take it meanwhile
+    if (!next_pid_is(owner)) return kNoPidControl;
+    const pid_t pid = fork();
+    if (pid == 0) {
+      if (getpid() != owner) _exit(kPidNotReused);
+      alarm(30);  // a hang ends it with SIGALRM
+      _exit(c.run_matches(ctx) ? kReused : kReusedRunFailed);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid) return kPidNotReused;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kPidNotReused) continue;  // another process took it
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  return kPidNotReused;
+}
+
+// A process forked from a pool's owner after the owner exited may be given
+// the owner's pid again (pid wrap-around; small pid spaces in containers).
+// A pool that judged "forked" by the pid took such a process for its owner,
+// and its first run waited forever for workers that exist nowhere (reproduced
+// by forcing the pid with ns_last_pid, which needs root).
+TEST(Fork, ADescendantGivenItsOwnersPidStartsItsOwnWorkers) {
+  if (!can_choose_pids()) GTEST_SKIP() << "cannot choose pids here (/proc/sys/kernel/ns_last_pid: root)";
+  const ForkCase c;
+  const pid_t scenario = fork();  // a subreaper, so the orphaned grandchild stays ours to wait for
+  ASSERT_GE(scenario, 0);
+  if (scenario == 0) {
+    alarm(120);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    int owner_alive[2];  // written by no one; its end is seen when the owner, the last writer, exits
+    if (pipe(owner_alive) != 0) _exit(kOwnerFailed);
+    const pid_t owner = fork();
+    if (owner == 0) {
+      moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+      if (!c.run_matches(ctx.get())) _exit(kOwnerFailed);  // the pool's workers have started
+      const pid_t self = getpid();  // getppid() in the grandchild may already name the subreaper
+      const pid_t grandchild = fork();
+      if (grandchild == 0) {
+        close(owner_alive[1]);
+        _exit(descendant_with_owners_pid(c, ctx.get(), self, owner_alive[0]));
+      }
+      _exit(grandchild > 0 ? kReused : kOwnerFailed);  // the owner exits, its workers with it
+    }
+    close(owner_alive[1]);
+    int status = 0;
+    if (owner < 0 || waitpid(owner, &status, 0) != owner || !WIFEXITED(status) || WEXITSTATUS(status) != kReused)
+      _exit(kOwnerFailed);
+    const pid_t grandchild = wait(&status);  // reparented to us
+    if (grandchild < 0) _exit(kOwnerFailed);
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(scenario, &status, 0), scenario);
+  ASSERT_TRUE(WIFEXITED(status)) << "the scenario died of signal " << WTERMSIG(status);
+  const int code = WEXITSTATUS(status);
+  if (code == kPidNotReused) GTEST_SKIP() << "other processes kept taking the owner's pid";
+  EXPECT_NE(code, kNoPidControl) << "ns_last_pid stopped being writable";
+  EXPECT_NE(code, kOwnerFailed) << "the owner's run or a fork failed";
+  EXPECT_NE(code, 128 + SIGALRM) << "the process with the owner's pid hung in its first run";
+  EXPECT_EQ(code, kReused) << "the process with the owner's pid: exit " << code;
 }
 
 }  // namespace

@@ -155,7 +155,12 @@ MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
  *     blocking is fitted to; default: what the OS reports; speed only)
  * An invalid value or a forced ISA this CPU lacks makes moegrad_context_create
  * fail with a clear message. A context may be used from several threads at
- * once: runs on one context are serialised (they share its pool). */
+ * once: runs on one context take turns on its worker threads, except that a
+ * run started after moegrad_context_set_num_threads changed the count may
+ * overlap one still finishing on the previous workers (runs that write the
+ * same output are the caller's race either way). It must not be destroyed
+ * while another thread may still call a function on it. No function is
+ * async-signal-safe. */
 typedef struct moegrad_context moegrad_context;
 
 MOEGRAD_API moegrad_status moegrad_context_create(moegrad_context** ctx);

@@ -130,7 +130,7 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
           parse_cache_bytes("MOEGRAD_L2_BYTES", runtime::kMinL2Bytes, runtime::kMaxL2Bytes, &ctx->caches.l2);
       s != MOEGRAD_STATUS_SUCCESS)
     return s;
-  return ctx->resize_pool();
+  return ctx->resize_pool(ctx->num_threads);
 }
 
 namespace {
@@ -244,10 +244,13 @@ moegrad_status moegrad_context::pool(std::shared_ptr<moegrad::runtime::ThreadPoo
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-moegrad_status moegrad_context::resize_pool() {
+moegrad_status moegrad_context::resize_pool(int32_t threads) {
   std::lock_guard<moegrad::runtime::ForkSafeMutex> lock(pool_mutex_);
-  if (pool_ && !pool_->forked() && pool_->size() == num_threads) return MOEGRAD_STATUS_SUCCESS;
-  return start_pool(num_threads);
+  if (!pool_ || pool_->forked() || pool_->size() != threads) {
+    if (auto s = start_pool(threads)) return s;
+  }
+  num_threads = threads;
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 moegrad_status moegrad_context::start_pool(int32_t threads) const {
@@ -287,13 +290,7 @@ moegrad_status moegrad_context_set_num_threads(moegrad_context* ctx, int32_t num
   if (num_threads < 0 || num_threads > moegrad::kMaxThreads)
     return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "num_threads=%d is not in [0, %d] (0 = default)",
                 num_threads, moegrad::kMaxThreads);
-  const int32_t previous = ctx->num_threads;
-  ctx->num_threads = num_threads == 0 ? ctx->default_threads : num_threads;
-  if (auto s = ctx->resize_pool()) {
-    ctx->num_threads = previous;
-    return s;
-  }
-  return MOEGRAD_STATUS_SUCCESS;
+  return ctx->resize_pool(num_threads == 0 ? ctx->default_threads : num_threads);
 }
 
 moegrad_status moegrad_context_get_num_threads(const moegrad_context* ctx, int32_t* num_threads) {

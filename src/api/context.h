@@ -30,7 +30,10 @@ struct moegrad_context {
   // changes, so a run itself never allocates, except for the first run in a
   // forked child, which starts that process's own workers).
   moegrad_status pool(std::shared_ptr<moegrad::runtime::ThreadPool>* out) const;
-  moegrad_status resize_pool();
+  // Sets num_threads and the pool together, under the pool lock: when the
+  // pool cannot be started, neither changes (no rollback another setter
+  // could interleave with).
+  moegrad_status resize_pool(int32_t threads);
 
  private:
   moegrad_status start_pool(int32_t threads) const;  // pool_mutex_ held

@@ -1,12 +1,17 @@
 #include "routing.h"
 
 #include <cstddef>
+#include <new>
+#include <string>
 
+#include "cli_error.h"
 #include "random_data.h"
 
 namespace moegrad::cli {
 
-Routing make_routing(int64_t batch, int64_t top_k, int64_t experts, uint64_t seed) {
+namespace {
+
+Routing build_routing(int64_t batch, int64_t top_k, int64_t experts, uint64_t seed) {
   constexpr uint64_t kRoutingStream = 0x524f555445ull;  // "ROUTE"
   const std::size_t tokens = static_cast<std::size_t>(batch);
   const std::size_t k = static_cast<std::size_t>(top_k);
@@ -39,6 +44,20 @@ Routing make_routing(int64_t batch, int64_t top_k, int64_t experts, uint64_t see
         static_cast<int64_t>(p);
   }
   return r;
+}
+
+}  // namespace
+
+Routing make_routing(int64_t batch, int64_t top_k, int64_t experts, uint64_t seed) {
+  try {
+    return build_routing(batch, top_k, experts, seed);
+  } catch (const std::bad_alloc&) {
+    // Its vectors are the first of a problem's buffers: say what did not
+    // fit, as for the others (AlignedBuffer), not just "out of memory".
+    const uint64_t slots = static_cast<uint64_t>(batch) * static_cast<uint64_t>(top_k);
+    data_error("out of memory: cannot allocate the routing of " + std::to_string(slots) + " slots (" +
+               std::to_string(16 * slots) + " bytes)");
+  }
 }
 
 }  // namespace moegrad::cli

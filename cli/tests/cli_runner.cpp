@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,15 +56,22 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
 
   pid_t pid = 0;
   int rc = 0;
-  if (options.user) {
-    // posix_spawn cannot change the user: fork, drop to it, exec. The child
-    // calls only async-signal-safe functions.
-    const auto [uid, gid] = *options.user;
+  if (options.user || options.address_space_bytes) {
+    // posix_spawn can change neither the user nor a limit: fork, set them,
+    // exec. The child calls only async-signal-safe functions.
     pid = fork();
     if (pid == 0) {
-      if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0 || setgroups(0, nullptr) != 0 ||
-          setgid(gid) != 0 || setuid(uid) != 0) {
-        constexpr char kMessage[] = "cli_test: cannot switch to the requested user\n";
+      bool ok = dup2(out_fd, STDOUT_FILENO) >= 0 && dup2(err_fd, STDERR_FILENO) >= 0;
+      if (ok && options.address_space_bytes) {
+        const struct rlimit cap = {*options.address_space_bytes, *options.address_space_bytes};
+        ok = setrlimit(RLIMIT_AS, &cap) == 0;
+      }
+      if (ok && options.user) {
+        const auto [uid, gid] = *options.user;
+        ok = setgroups(0, nullptr) == 0 && setgid(gid) == 0 && setuid(uid) == 0;
+      }
+      if (!ok) {
+        constexpr char kMessage[] = "cli_test: cannot switch to the requested user or limit\n";
         const ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
         (void)ignored;
         _exit(125);

@@ -31,6 +31,9 @@ struct RunOptions {
   // Runs the command as this user and group (the test must be root): root
   // passes every permission check that a test may be about.
   std::optional<std::pair<uid_t, gid_t>> user = std::nullopt;
+  // Caps the command's address space (RLIMIT_AS), so an allocation too
+  // large for it fails as on a machine without that much memory.
+  std::optional<unsigned long long> address_space_bytes = std::nullopt;
 };
 
 RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options = {});

@@ -71,6 +71,27 @@ TEST_F(CliTest, DispatchErrors) {
   expect_error({"bench", "--shape", "64"}, 2, "a custom shape needs 5 numbers batch,top_k,G,K,N, not 1");
 }
 
+// A shape whose routing alone does not fit (2 GiB of address space here)
+// says what did not fit, as the other buffers do, rather than a bare
+// "std::bad_alloc"; `run` builds the same routing.
+TEST_F(CliTest, ARoutingTooLargeForMemorySaysSo) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the cap leaves";
+#endif
+  const std::string want = "out of memory: cannot allocate the routing of 800000000 slots (12800000000 bytes)";
+  RunOptions capped;
+  capped.address_space_bytes = 2ull << 30;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"bench", "--shape", "100000000,8,8,8,8", "--dtype", "f32", "--threads", "1",
+                                 "--reps", "1"},
+        std::vector<std::string>{"run", "--batch", "100000000", "--top-k", "8", "--experts", "8", "--k", "8",
+                                 "--n", "8", "--threads", "1"}}) {
+    const RunResult r = run_moegrad(args, capped);
+    EXPECT_EQ(r.exit_code, 1) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args[0] << ": " << r.err;
+  }
+}
+
 TEST_F(CliTest, RunUsageErrors) {
   expect_error({"run", "--top-k", "5", "--experts", "4"}, 2, "--top-k 5 exceeds --experts 4");
   expect_error({"run", "--dtype", "f64"}, 2, "not one of f32, f16, bf16");

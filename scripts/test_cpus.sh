@@ -15,6 +15,9 @@
 # Python's "forked"): qemu-user 7.2 itself aborts in a child forked from a
 # multithreaded guest (qemu_plugin_vcpu_init_hook assertion), before any
 # moegrad code runs; they run natively in ctest and under the sanitizers.
+# And the test of a routing too large for a capped address space: qemu-user
+# does not hold its guest to RLIMIT_AS (the allocation it is about succeeds,
+# and filling it takes a minute emulated).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -40,7 +43,7 @@ on_cpu() {
   fi
   for t in "${tests[@]}"; do
     log="build/cpu_${2}_${t##*/}.log"
-    if ! qemu-x86_64 "$t" --gtest_brief=1 --gtest_filter='-Seed/LargeTokens.*:Fork.*:ForkFirstUse.*' >"$log" 2>&1; then
+    if ! qemu-x86_64 "$t" --gtest_brief=1 --gtest_filter='-Seed/LargeTokens.*:Fork.*:ForkFirstUse.*:CliTest.ARoutingTooLargeForMemorySaysSo' >"$log" 2>&1; then
       echo "test_cpus.sh: $t failed on the emulated $name CPU:" >&2
       grep -a -B3 -A12 -E "Failure|FAILED|Illegal|signal" "$log" | head -n 80 >&2 || tail -n 20 "$log" >&2
       ok=0

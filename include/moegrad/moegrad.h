@@ -205,8 +205,9 @@ typedef struct moegrad_executor moegrad_executor;
 /* Validates shapes, dtypes and attributes, plans tiling and the schedule for
  * ctx (NULL: a default context from the environment), and reports the exact
  * workspace size. On success *executor must later be freed with
- * moegrad_executor_destroy. *workspace_bytes may be 0 (then workspace may be
- * NULL). */
+ * moegrad_executor_destroy. *workspace_bytes is never 0 in this version (it
+ * includes the slack to align the regions); where it is 0, workspace may be
+ * NULL. */
 MOEGRAD_API moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_x_args* args,
                                                              const moegrad_context* ctx,
                                                              size_t* workspace_bytes,

@@ -158,6 +158,13 @@ TEST(OpsErrors, MoeInitRouting) {
        MOEGRAD_STATUS_BAD_LAYOUT, "plan", "expanded_x"},
       {"group_list inside expanded_row_idx", [](Fx& f) { f.tgl.data = f.tidx.data; f.tgl.dtype = f.tidx.dtype; },
        MOEGRAD_STATUS_ALIASING, "plan", "overlaps the address range"},
+      // num_rows is an output too: written before the rows are gathered from x.
+      {"num_rows inside x", [](Fx& f) { f.args.num_rows = static_cast<int64_t*>(f.tx.data); },
+       MOEGRAD_STATUS_ALIASING, "plan", "num_rows (bytes"},
+      {"num_rows inside expert_idx", [](Fx& f) { f.args.num_rows = static_cast<int64_t*>(f.te.data) + 1; },
+       MOEGRAD_STATUS_ALIASING, "plan", "address range of expert_idx"},
+      {"num_rows inside group_list", [](Fx& f) { f.args.num_rows = static_cast<int64_t*>(f.tgl.data); },
+       MOEGRAD_STATUS_ALIASING, "plan", "address range of group_list"},
       {"expert 3 of 3", [](Fx& f) { f.e.set_index(f.e.offset({2, 1}), 3); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",
        "expert_idx[2, 1]=3"},
       {"expert -1", [](Fx& f) { f.e.set_index(f.e.offset({3, 0}), -1); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",

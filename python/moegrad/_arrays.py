@@ -23,10 +23,8 @@ def as_array(a, name):
         return a
     if isinstance(a, (str, bytes, bytearray)):  # numpy would make them one string element
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
-    if hasattr(a, "__dlpack__") and not hasattr(a, "__array__"):
+    if (hasattr(a, "__dlpack__") and not hasattr(a, "__array__")) or type(a).__name__ == "PyCapsule":
         return from_dlpack(a, name)
-    if type(a).__name__ == "PyCapsule":  # a raw DLPack capsule (torch.utils.dlpack.to_dlpack)
-        return from_capsule(a, name)
     array = np.asarray(a)
     if array.dtype == object:
         raise TypeError(f"{name}: expected a numpy array, a torch tensor or numbers, got {type(a).__name__}")
@@ -34,36 +32,27 @@ def as_array(a, name):
 
 
 def from_dlpack(a, name):
-    """An object exporting only __dlpack__, imported without a copy: through
-    numpy, or through torch for what numpy has no type for (bfloat16)."""
-    try:
-        return np.from_dlpack(a)
-    except (TypeError, ValueError, RuntimeError, BufferError) as numpy_error:
+    """An object exporting only __dlpack__, or a bare DLPack capsule
+    (torch.utils.dlpack.to_dlpack, consumed once as the protocol says),
+    imported without a copy: through numpy, or through torch for what numpy
+    has no type for (bfloat16) and for capsules, which numpy does not read."""
+    what = "capsule" if type(a).__name__ == "PyCapsule" else "__dlpack__ object"
+    reasons = []
+    if what != "capsule":
         try:
-            import torch
-        except ImportError:
-            torch = None
-        if torch is None:
-            raise TypeError(f"{name}: numpy cannot import this __dlpack__ object ({numpy_error}), and torch "
-                            "is not installed") from None
+            return np.from_dlpack(a)
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            reasons.append(f"numpy: {e}")
+    try:
+        import torch
+    except ImportError:
+        reasons.append("torch is not installed")
+    else:
         try:
             return torch.from_dlpack(a)
-        except (TypeError, ValueError, RuntimeError, BufferError) as torch_error:
-            raise TypeError(f"{name}: neither numpy ({numpy_error}) nor torch ({torch_error}) can import this "
-                            "__dlpack__ object") from None
-
-
-def from_capsule(capsule, name):
-    """A DLPack capsule, consumed as the protocol says (once) and imported
-    without a copy by torch, the one reader of bare capsules here."""
-    try:
-        import torch.utils.dlpack
-    except ImportError:
-        raise TypeError(f"{name}: a DLPack capsule needs torch to import it; pass the array itself") from None
-    try:
-        return torch.utils.dlpack.from_dlpack(capsule)
-    except (TypeError, ValueError, RuntimeError, BufferError) as e:
-        raise TypeError(f"{name}: cannot import this DLPack capsule ({e})") from None
+        except (TypeError, ValueError, RuntimeError, BufferError) as e:
+            reasons.append(f"torch: {e}")
+    raise TypeError(f"{name}: cannot import this DLPack {what} ({'; '.join(reasons)})") from None
 
 
 def integer(name, value, lo, hi=2**63 - 1):

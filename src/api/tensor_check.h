@@ -29,6 +29,8 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
 
 // f32, f16 or bf16 (one lane): true and *out set.
 bool is_float_dtype(DLDataType t, DType* out);
+// The same, else BAD_DTYPE naming the tensor and its dtype.
+moegrad_status check_float_dtype(const DLTensor* t, const char* name, DType* out);
 
 // A DLPack element type as messages name it: "float64", "uint8",
 // "bfloat16", "complex64", "bool"; otherwise its code and bits.

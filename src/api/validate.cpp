@@ -104,6 +104,12 @@ DTypeText dtype_text(DLDataType t) {
   return out;
 }
 
+moegrad_status check_float_dtype(const DLTensor* t, const char* name, DType* out) {
+  if (is_float_dtype(t->dtype, out)) return MOEGRAD_STATUS_SUCCESS;
+  return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype %s must be float32, float16 or bfloat16", name,
+              dtype_text(t->dtype).text);
+}
+
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64) {
   if (t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
     *is_int64 = t->dtype.bits == 64;
@@ -162,12 +168,8 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
 
   // §4.2 dtypes.
   DType gy_type, w_type;
-  if (!is_float_dtype(args->grad_y->dtype, &gy_type))
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "grad_y: dtype %s must be float32, float16 or bfloat16",
-                dtype_text(args->grad_y->dtype).text);
-  if (!is_float_dtype(args->weight->dtype, &w_type))
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "weight: dtype %s must be float32, float16 or bfloat16",
-                dtype_text(args->weight->dtype).text);
+  if (auto s = check_float_dtype(args->grad_y, "grad_y", &gy_type)) return s;
+  if (auto s = check_float_dtype(args->weight, "weight", &w_type)) return s;
   if (gy_type != w_type)
     return fail(MOEGRAD_STATUS_DTYPE_MISMATCH, "grad_y is %s but weight is %s: they must match",
                 dtype_name(gy_type), dtype_name(w_type));

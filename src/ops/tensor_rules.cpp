@@ -23,10 +23,7 @@ moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tenso
 
 moegrad_status check_float_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, DType* dtype) {
   if (auto s = check_common(t, name, rank, out)) return s;
-  if (!is_float_dtype(t->dtype, dtype))
-    return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype %s must be float32, float16 or bfloat16", name,
-                dtype_text(t->dtype).text);
-  return MOEGRAD_STATUS_SUCCESS;
+  return check_float_dtype(t, name, dtype);
 }
 
 moegrad_status check_index_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, bool* is_int64) {

@@ -315,9 +315,8 @@ TEST(OpsErrors, ARunRefusedForItsContentsLeavesTheExecutorUsable) {
   fx.gl.set_index(fx.gl.offset({1}), 0);
   ASSERT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_SUCCESS)
       << moegrad_last_error_message();
-  MatmulFx fresh;
-  ASSERT_TRUE(call(fresh.args, nullptr).ok());
-  EXPECT_EQ(fx.y.storage(), fresh.y.storage()) << "the repaired run differs from a fresh one";
+  // Small integers: the float64 reference is exact.
+  EXPECT_TRUE(within_bound(fx.y, reference_grouped_matmul(fx.x, fx.w, {2, 0, 4}), 0, 0.0, "the repaired run"));
   EXPECT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_EXECUTOR_USED);
 }
 

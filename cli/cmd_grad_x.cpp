@@ -68,9 +68,14 @@ constexpr FlagSpec kFlags[] = {
     {"--bf16", false},  {"--threads", true}, {"--out", true},           {"--fast-bf16", false},
 };
 
-NpyArray load_input(const char* flag, const std::string& path) {
+// What each kind of input takes, in the refusals of the loader and of the
+// checks below alike.
+constexpr const char* kFloatExpected = "<f4 or <f2 (or <u2 with --bf16)";
+constexpr const char* kIndexExpected = "<i8 or <i4";
+
+NpyArray load_input(const char* flag, const std::string& path, const char* expected) {
   try {
-    return NpyArray::load(path);
+    return NpyArray::load(path, expected);
   } catch (const CliError& e) {
     data_error(std::string(flag) + ": " + e.what());
   }
@@ -91,14 +96,14 @@ void check_float_input(const char* flag, const std::string& path, NpyArray& a, b
     data_error(where + " (uint16); if it holds raw bfloat16 bits, pass --bf16");
   }
   if (t != NpyDtype::kF32 && t != NpyDtype::kF16) {
-    data_error(where + "; expected <f4 or <f2 (or <u2 with --bf16)");
+    data_error(where + "; expected " + kFloatExpected);
   }
 }
 
 void check_index_input(const char* flag, const std::string& path, const NpyArray& a) {
   if (a.dtype() != NpyDtype::kI64 && a.dtype() != NpyDtype::kI32) {
-    data_error(std::string(flag) + ": " + path + " holds " + npy_descr(a.dtype()) +
-               "; expected <i8 or <i4");
+    data_error(std::string(flag) + ": " + path + " holds " + npy_descr(a.dtype()) + "; expected " +
+               kIndexExpected);
   }
 }
 
@@ -151,10 +156,10 @@ int cmd_grad_x(std::span<char* const> args) {
 
   AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
 
-  NpyArray grad_y = load_input("--grad-y", gy_path);
-  NpyArray weight = load_input("--weight", w_path);
-  const NpyArray row_idx = load_input("--row-idx", idx_path);
-  const NpyArray group_list = load_input("--group-list", gl_path);
+  NpyArray grad_y = load_input("--grad-y", gy_path, kFloatExpected);
+  NpyArray weight = load_input("--weight", w_path, kFloatExpected);
+  const NpyArray row_idx = load_input("--row-idx", idx_path, kIndexExpected);
+  const NpyArray group_list = load_input("--group-list", gl_path, kIndexExpected);
   check_float_input("--grad-y", gy_path, grad_y, bf16);
   check_float_input("--weight", w_path, weight, bf16);
   check_index_input("--row-idx", idx_path, row_idx);

@@ -35,7 +35,7 @@ constexpr DtypeInfo kDtypes[] = {
 // '|' means "byte order not applicable" and NumPy writes it only for one-byte
 // types, but some writers emit it for wider ones: on a little-endian host the
 // only sensible reading is native. '>' is refused: we map data in place.
-const DtypeInfo& parse_descr(std::string_view descr) {
+const DtypeInfo& parse_descr(std::string_view descr, std::string_view expected) {
   std::string_view code = descr;
   if (!code.empty() && (code[0] == '<' || code[0] == '=' || code[0] == '|')) {
     code.remove_prefix(1);
@@ -52,8 +52,7 @@ const DtypeInfo& parse_descr(std::string_view descr) {
   for (const DtypeInfo& d : kDtypes) {
     if (d.code == code) return d;
   }
-  throw NpyError("unsupported dtype '" + std::string(descr) +
-                 "' (supported: <f4, <f2, <u2 as bfloat16 bits, <i8, <i4)");
+  throw NpyError("unsupported dtype '" + std::string(descr) + "'; expected " + std::string(expected));
 }
 
 uint64_t read_le(const std::byte* p, int bytes) {
@@ -90,7 +89,7 @@ const char* npy_descr(NpyDtype dtype) {
 
 std::string NpyArray::shape_string() const { return shape_text(shape_); }
 
-NpyArray NpyArray::load(const std::string& path) {
+NpyArray NpyArray::load(const std::string& path, std::string_view expected) {
   NpyArray a;
   a.file_ = MappedFile::open(path);
   const std::span<const std::byte> f = a.file_.bytes();
@@ -121,7 +120,7 @@ NpyArray NpyArray::load(const std::string& path) {
     // ASCII either way, and anything else fails the grammar.
     const NpyHeader header = parse_npy_header(
         std::string_view(reinterpret_cast<const char*>(f.data() + prefix), header_len));
-    const DtypeInfo& dt = parse_descr(header.descr);
+    const DtypeInfo& dt = parse_descr(header.descr, expected);
 
     uint64_t count = 1;
     for (const int64_t d : header.shape) {

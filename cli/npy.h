@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "aligned_buffer.h"
@@ -27,8 +28,12 @@ class NpyArray {
  public:
   // Throws CliError (exit 1) naming the path and the problem: missing file,
   // bad magic, unsupported version or dtype, big-endian data, malformed or
-  // too-long header, overflowing shape, truncated or over-long data.
-  static NpyArray load(const std::string& path);
+  // too-long header, overflowing shape, truncated or over-long data. An
+  // unsupported dtype is refused with `expected`, the dtypes the caller
+  // takes for this array (the loader reads all of NpyDtype; one flag takes
+  // only some of them).
+  static NpyArray load(const std::string& path,
+                       std::string_view expected = "<f4, <f2, <u2 (bfloat16 bits), <i8 or <i4");
 
   NpyDtype dtype() const noexcept { return dtype_; }
   bool fortran_order() const noexcept { return fortran_order_; }

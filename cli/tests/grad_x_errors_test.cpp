@@ -96,7 +96,7 @@ TEST_F(GradXErrorTest, MalformedNpy) {
       {gy.substr(0, 40), "truncated: the header says"},
       {gy + "junk", "4 unexpected bytes after the data"},
       {npy_file(numpy_dict(">f4", shape), data), "big-endian dtype '>f4' is not supported"},
-      {npy_file(numpy_dict("<f8", shape), data), "unsupported dtype '<f8'"},
+      {npy_file(numpy_dict("<f8", shape), data), "unsupported dtype '<f8'; expected <f4 or <f2 (or <u2 with --bf16)"},
       {npy_file(numpy_dict("<f4", shape), data, 4), "unsupported .npy format version 4.0"},
       {npy_file("{'descr': '<f4', 'fortran_order': False}", data), "no 'shape' key"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + dims + ", 'extra': 1}",
@@ -149,6 +149,12 @@ TEST_F(GradXErrorTest, DtypeRules) {
   write_file("gyi.npy", npy_array("<i4", {p_.m(), p_.n},
                                   std::vector<int32_t>(p_.grad_y.begin(), p_.grad_y.end())));
   expect_error(with("--grad-y", path("gyi.npy")), kData, "holds <i4; expected <f4 or <f2");
+  // A dtype the loader reads for no input is refused with what that input
+  // takes, not with every dtype some input takes.
+  write_file("idx8.npy", npy_file(numpy_dict("<f8", {3}), raw_bytes(std::vector<double>{0, 1, 2})));
+  expect_error(with("--row-idx", path("idx8.npy")), kData,
+               "--row-idx: " + path("idx8.npy") + ": unsupported dtype '<f8'; expected <i8 or <i4");
+  expect_error(with("--group-list", path("idx8.npy")), kData, "unsupported dtype '<f8'; expected <i8 or <i4");
 }
 
 TEST_F(GradXErrorTest, ShapeAndContentRules) {

@@ -2,9 +2,9 @@
 
 #include <moegrad/moegrad.h>
 #include <moegrad/moegrad.hpp>
-#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -20,16 +20,25 @@
 #include "fma_peak.h"
 #include "onednn_nonfused.h"
 #include "runtime/cpu_model.h"
+#include "runtime/usable_cpus.h"
 
 namespace moegrad::bench {
 namespace {
 
-// 1 and the online CPUs, deduplicated.
-std::vector<int> default_threads() {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+// 1 and the CPUs this process may run on, deduplicated.
+std::vector<int> default_threads(int64_t cpus) {
   std::vector<int> t{1};
-  if (online > 1) t.push_back(static_cast<int>(std::min<long>(online, 4096)));
+  if (cpus > 1) t.push_back(static_cast<int>(std::min<int64_t>(cpus, MOEGRAD_MAX_THREADS)));
   return t;
+}
+
+// More workers than CPUs time-slice: their times say nothing about that
+// many cores, and the speed-up line compares unlike things.
+std::optional<std::string> oversubscription_note(const std::vector<int>& threads, int64_t cpus) {
+  const int most = *std::max_element(threads.begin(), threads.end());
+  if (most <= cpus) return std::nullopt;
+  return std::to_string(most) + " threads share the " + std::to_string(cpus) + " CPU" + (cpus == 1 ? "" : "s") +
+         " this process may run on: their times are not those of " + std::to_string(most) + " cores";
 }
 
 int run(std::span<char* const> args, std::optional<Progress>& progress) {
@@ -39,7 +48,9 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     std::fflush(stdout);
     return cli::kExitOk;
   }
-  if (options.threads.empty()) options.threads = default_threads();
+  const int64_t cpus = runtime::usable_cpus();
+  if (options.threads.empty()) options.threads = default_threads(cpus);
+  const std::optional<std::string> threads_note = oversubscription_note(options.threads, cpus);
 
   MachineInfo machine;
   machine.cpu = runtime::cpu_model();
@@ -72,6 +83,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   for (const ShapeSpec& shape : options.shapes) {
     reports.push_back(run_shape(shape, config, loop_ptrs, *progress));
     if (fast_note) reports.back().notes.push_back(*fast_note);
+    if (threads_note) reports.back().notes.push_back(*threads_note);
   }
   machine.fma_isa = loops.front()->isa();  // the same for every thread count
   for (const std::unique_ptr<FmaLoop>& loop : loops) {

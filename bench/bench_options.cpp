@@ -47,7 +47,7 @@ const char kBenchHelp[] =
     "  --shape S      a name, a comma list of names, or batch,top_k,G,K,N; repeatable\n"
     "                 (default: all three)\n"
     "  --dtype D      f32, f16 or bf16, or a comma list; repeatable (default: all three)\n"
-    "  --threads N    only N threads (default: 1 and the number of online CPUs)\n"
+    "  --threads N    only N threads (default: 1 and the CPUs this process may run on)\n"
     "  --reps R       timed rounds (default 5). Each path first runs alone (peak RSS,\n"
     "                 checks), then once more as a warm-up; then each round runs every\n"
     "                 path of the shape, of every dtype and thread count, once,\n"
@@ -287,7 +287,7 @@ Options parse_options(std::span<char* const> args) {
   }
   if (o.shapes.empty()) o.shapes.assign(std::begin(kBuiltinShapes), std::end(kBuiltinShapes));
   if (o.dtypes.empty()) o.dtypes = {cli::FloatFormat::kF32, cli::FloatFormat::kF16, cli::FloatFormat::kBF16};
-  return o;  // threads: filled by the caller from the online CPUs when empty
+  return o;  // threads: filled by the caller from the usable CPUs when empty
 }
 
 }  // namespace moegrad::bench

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu_affinity.h"
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
@@ -135,14 +136,37 @@ TEST(Api, LastErrorMessageSurvivesSettersAndIsClearedBySuccessfulRuns) {
 
 // ---- contexts -----------------------------------------------------------------------
 
-int64_t online_cpus() { return sysconf(_SC_NPROCESSORS_ONLN); }
+// The default thread count: one per CPU the creating thread may run on.
+int64_t allowed_cpu_count() { return static_cast<int64_t>(moegrad::test::allowed_cpus().size()); }
 
 TEST(Context, DefaultsWithoutEnvironment) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
   ScopedEnv isa("MOEGRAD_ISA", std::nullopt);
   moegrad::Context ctx;
-  EXPECT_EQ(ctx.num_threads(), online_cpus());
+  EXPECT_EQ(ctx.num_threads(), allowed_cpu_count());
   EXPECT_EQ(ctx.isa(), fastest_isa()) << "got " << isa_label(ctx.isa());
+}
+
+// Under taskset or a cpuset the default follows the affinity mask, not the
+// online CPUs: a pool of every online CPU would time-slice on the few it may
+// use. Checked on a thread pinned to one CPU, and to two where there are.
+TEST(Context, DefaultThreadsFollowTheAffinityMask) {
+  ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
+  const std::vector<int> cpus = moegrad::test::allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  for (size_t n = 1; n <= std::min<size_t>(2, cpus.size()); ++n) {
+    int32_t got = -1, after_reset = -1;
+    ASSERT_TRUE(moegrad::test::run_pinned({cpus.begin(), cpus.begin() + static_cast<ptrdiff_t>(n)}, [&] {
+      moegrad::Context ctx;
+      got = ctx.num_threads();
+      ctx.set_num_threads(7);
+      ctx.set_num_threads(0);
+      after_reset = ctx.num_threads();
+    }));
+    EXPECT_EQ(got, static_cast<int32_t>(n));
+    EXPECT_EQ(after_reset, static_cast<int32_t>(n)) << "0 restores the default the context was created with";
+  }
+  if (cpus.size() < 2) GTEST_SKIP() << "one allowed CPU: the mask cannot be narrowed";
 }
 
 TEST(Context, EnvironmentDefaults) {
@@ -166,7 +190,7 @@ TEST(Context, SettersAndGetters) {
   ctx.set_num_threads(5);
   EXPECT_EQ(ctx.num_threads(), 5);
   ctx.set_num_threads(0);
-  EXPECT_EQ(ctx.num_threads(), online_cpus()) << "0 restores the default";
+  EXPECT_EQ(ctx.num_threads(), allowed_cpu_count()) << "0 restores the default";
   ctx.set_isa(MOEGRAD_ISA_SCALAR);
   EXPECT_EQ(ctx.isa(), MOEGRAD_ISA_SCALAR);
   ctx.set_isa(MOEGRAD_ISA_AUTO);

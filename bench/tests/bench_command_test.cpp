@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "cpu_affinity.h"
 #include "bench_runner.h"
 
 namespace {
@@ -301,14 +302,14 @@ TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
-// Without --threads both thread counts (1 and the online CPUs) are timed
+// Without --threads both thread counts (1 and the allowed CPUs) are timed
 // together, interleaved: every path must still come back once per thread
 // count, with its own timing, and the fused grad_x must match across the
 // counts (a mismatch or a failed cross-check prints a warning).
 TEST(BenchCommand, EveryThreadCountGetsItsOwnRows) {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const auto allowed = static_cast<int>(moegrad::test::allowed_cpus().size());
   std::set<int> want_threads{1};
-  if (online > 1) want_threads.insert(static_cast<int>(online));
+  if (allowed > 1) want_threads.insert(allowed);
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32,bf16", "--reps", "2", "--json"});
   ASSERT_EQ(c.status, 0) << c.err;
   std::multiset<std::string> seen;
@@ -425,13 +426,46 @@ TEST(BenchCommand, HumanTablePerShape) {
   EXPECT_NE(c.out.find("bitwise"), std::string::npos) << c.out;  // nonfused == fused
 }
 
+// Thread counts follow the CPUs the process may run on: pinned to one CPU,
+// bench times one thread only, and asked for two it says that they share
+// one CPU (in the table and, with --json, on stderr), which it does not say
+// when each thread has its own.
+TEST(BenchCommand, ThreadsBeyondTheAllowedCpusAreNoted) {
+  const std::vector<int> cpus = moegrad::test::allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const std::string shared = "2 threads share the 1 CPU this process may run on";
+  Captured by_default, two, two_json;
+  ASSERT_TRUE(moegrad::test::run_pinned({cpus.front()}, [&] {
+    by_default = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--json"});
+    two = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "2"});
+    two_json = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "2", "--json"});
+  }));
+  ASSERT_EQ(by_default.status, 0) << by_default.err;
+  EXPECT_NE(by_default.out.find("\"threads\": 1"), std::string::npos) << by_default.out;
+  EXPECT_EQ(by_default.out.find("\"threads\": 2"), std::string::npos) << by_default.out;
+  EXPECT_EQ(by_default.err.find("share"), std::string::npos) << by_default.err;
+  ASSERT_EQ(two.status, 0) << two.err;
+  EXPECT_NE(two.out.find("  note: " + shared + ": their times are not those of 2 cores"), std::string::npos)
+      << two.out;
+  ASSERT_EQ(two_json.status, 0) << two_json.err;
+  EXPECT_NE(two_json.err.find("moegrad: note: " + shared), std::string::npos) << two_json.err;
+  if (cpus.size() >= 2) {
+    Captured own;
+    ASSERT_TRUE(moegrad::test::run_pinned({cpus[0], cpus[1]}, [&] {
+      own = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "2"});
+    }));
+    ASSERT_EQ(own.status, 0) << own.err;
+    EXPECT_EQ(own.out.find("share"), std::string::npos) << own.out;
+  }
+}
+
 // With more than one thread count, each dtype gets a line of speed-ups over
 // one thread for every path timed at both counts: the fused path's figure
 // must be its 1-thread median over its median at the other count, both read
 // from the table above it.
 TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
-  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
-  if (online < 2) GTEST_SKIP() << "one online CPU: bench times one thread count";
+  const size_t allowed = moegrad::test::allowed_cpus().size();
+  if (allowed < 2) GTEST_SKIP() << "one allowed CPU: bench times one thread count";
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
   std::map<long, double> fused_ms;  // threads -> median, from the table rows
@@ -445,14 +479,14 @@ TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
       fused_ms[threads] = ms;
   }
   ASSERT_EQ(fused_ms.size(), 2u) << c.out;
-  const std::string want = "  speedup   f32 exact, " + std::to_string(online) + " threads vs 1: fused ";
+  const std::string want = "  speedup   f32 exact, " + std::to_string(allowed) + " threads vs 1: fused ";
   const size_t at = c.out.find(want);
   ASSERT_NE(at, std::string::npos) << c.out;
   const std::string line = c.out.substr(at, c.out.find('\n', at) - at);
   // The table rounds each median to +-0.0005 ms, the line the ratio to
   // +-0.005: the shown figure must lie within what those bounds allow.
   const double shown = std::stod(line.substr(want.size()));
-  const double m1 = fused_ms.at(1), mt = fused_ms.at(online);
+  const double m1 = fused_ms.at(1), mt = fused_ms.at(static_cast<long>(allowed));
   EXPECT_GE(shown, (m1 - 0.0005) / (mt + 0.0005) - 0.005) << line;
   EXPECT_LE(shown, (m1 + 0.0005) / std::max(mt - 0.0005, 1e-9) + 0.005) << line;
   EXPECT_NE(line.find(", nonfused "), std::string::npos) << line;

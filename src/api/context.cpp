@@ -20,6 +20,7 @@
 #include "kernels/gemm_kernels.h"
 #include "runtime/cpu_features.h"
 #include "runtime/cpu_model.h"
+#include "runtime/usable_cpus.h"
 
 namespace moegrad {
 namespace {
@@ -27,9 +28,10 @@ namespace {
 // A pool larger than this is a typo, not a machine.
 constexpr int32_t kMaxThreads = MOEGRAD_MAX_THREADS;
 
-int32_t online_cpus() {
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
-  return n >= 1 ? static_cast<int32_t>(n < kMaxThreads ? n : kMaxThreads) : 1;
+// One worker per CPU this thread may run on (runtime/usable_cpus.h).
+int32_t default_thread_count() {
+  const int64_t n = runtime::usable_cpus();
+  return static_cast<int32_t>(n < kMaxThreads ? n : kMaxThreads);
 }
 
 // The value the environment variable `var` names, from `names` (N choices);
@@ -104,7 +106,7 @@ moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
 }  // namespace
 
 moegrad_status init_context_from_env(moegrad_context* ctx) {
-  ctx->default_threads = online_cpus();
+  ctx->default_threads = default_thread_count();
   unsigned long long threads = static_cast<unsigned long long>(ctx->default_threads);
   if (auto s = parse_env_count("MOEGRAD_NUM_THREADS", "an integer", 1, kMaxThreads, &threads)) return s;
   ctx->default_threads = static_cast<int32_t>(threads);

@@ -1,0 +1,42 @@
+#include "runtime/usable_cpus.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+namespace moegrad::runtime {
+namespace {
+
+int64_t online_cpus() {
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n >= 1 ? n : 1;
+}
+
+// The kernel refuses (EINVAL) a mask shorter than its own CPU count; a
+// cpu_set_t holds 1024, so larger machines take a larger mask. Bounded so
+// that a kernel that says EINVAL for another reason cannot make it loop.
+constexpr size_t kMaxMaskCpus = size_t{1} << 22;
+
+}  // namespace
+
+int64_t usable_cpus() {
+  cpu_set_t fixed;
+  CPU_ZERO(&fixed);
+  if (sched_getaffinity(0, sizeof fixed, &fixed) == 0) {
+    const int n = CPU_COUNT(&fixed);
+    return n >= 1 ? n : online_cpus();
+  }
+  for (size_t cpus = 2 * CPU_SETSIZE; errno == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
+    std::vector<cpu_set_t> mask((CPU_ALLOC_SIZE(cpus) + sizeof(cpu_set_t) - 1) / sizeof(cpu_set_t));
+    const size_t bytes = mask.size() * sizeof(cpu_set_t);
+    if (sched_getaffinity(0, bytes, mask.data()) == 0) {
+      const int n = CPU_COUNT_S(bytes, mask.data());
+      return n >= 1 ? n : online_cpus();
+    }
+  }
+  return online_cpus();
+}
+
+}  // namespace moegrad::runtime

@@ -117,9 +117,9 @@ void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& m
   const double flops = 2.0 * static_cast<double>(s.m()) * static_cast<double>(s.n) * static_cast<double>(s.k);
   const uint64_t intermediate = 4 * static_cast<uint64_t>(s.m()) * static_cast<uint64_t>(s.k);
   std::fprintf(out, "\n%s: batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
-                    " (M %" PRId64 ", %.1f GFLOP, 4*M*K = %s; %d reps)\n",
+                    " (M %" PRId64 ", %.1f GFLOP, 4*M*K = %s; %d rep%s)\n",
                s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, s.m(), flops * 1e-9,
-               bytes_text(intermediate).c_str(), report.reps);
+               bytes_text(intermediate).c_str(), report.reps, report.reps == 1 ? "" : "s");
   std::fprintf(out, "%-5s %-9s %3s %-15s %10s %10s %10s %8s %6s %7s %11s %7s %10s  %s\n", "dtype", "mode", "thr",
                "path", "ms", "min", "max", "GFLOP/s", "%peak", "/oneDNN", "workspace", "/4MK", "peak RSS", "check");
   for (const Row& r : report.rows) {

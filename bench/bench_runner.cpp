@@ -559,7 +559,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
       timed.push_back(&loop_paths.back());
     }
     progress.status(what + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
-                    std::to_string(reps) + " rounds");
+                    std::to_string(reps) + (reps == 1 ? " round" : " rounds"));
     for (TimedPath* path : timed) {
       if (!path->prepare()) throw std::runtime_error(what + ": a path that ran alone cannot be prepared again");
     }

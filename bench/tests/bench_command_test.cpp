@@ -468,6 +468,7 @@ TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
   if (allowed < 2) GTEST_SKIP() << "one allowed CPU: bench times one thread count";
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("4*M*K = 32.0 KiB; 1 rep)\n"), std::string::npos) << c.out;
   std::map<long, double> fused_ms;  // threads -> median, from the table rows
   std::istringstream lines(c.out);
   for (std::string l; std::getline(lines, l);) {

@@ -137,6 +137,17 @@ for exe in consumer_c_static consumer_cpp_static; do
   no_shared_moegrad "$tmp/consumer/$exe"
   "$tmp/consumer/$exe"
 done
+# A C-only project links with the C compiler: the package itself must bring
+# the archive's C++ runtime there (CMake adds it only where CXX is enabled).
+cmake -S "$source/tests/install/consumer" -B "$tmp/consumer_c_only" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release -DMOEGRAD_CONSUMER_LANGUAGES=C >"$tmp/consumer_c_only.log" 2>&1 &&
+  cmake --build "$tmp/consumer_c_only" >>"$tmp/consumer_c_only.log" 2>&1 || {
+  cat "$tmp/consumer_c_only.log" >&2
+  fail "a C-only project did not build against the CMake package"
+}
+no_shared_moegrad "$tmp/consumer_c_only/consumer_c_static"
+"$tmp/consumer_c_only/consumer_c_static"
+"$tmp/consumer_c_only/consumer_c"
 
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 [ "$(pkg-config --modversion moegrad)" = "$version" ] || fail "pkg-config --modversion moegrad"

@@ -8,8 +8,9 @@ python/moegrad/*.py. The version is the C header's, so the three cannot
 disagree.
 
 MOEGRAD_CMAKE_BUILD_DIR=DIR builds the target in an existing, already
-configured build directory instead (no second compile of the library); its
-Python must have this interpreter's extension suffix.
+configured build directory instead (no second compile of the library); it
+must have been configured with the Python package (scripts/test.sh's build/,
+not scripts/run.sh's) for a Python with this interpreter's extension suffix.
 """
 
 import os
@@ -40,8 +41,15 @@ class CMakeBuild(build_ext):
         reuse = os.environ.get("MOEGRAD_CMAKE_BUILD_DIR")
         if reuse:
             build_dir = Path(reuse).resolve()
-            if not (build_dir / "CMakeCache.txt").is_file():
+            cache = build_dir / "CMakeCache.txt"
+            if not cache.is_file():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} is not a configured CMake build directory")
+            # scripts/run.sh configures its build/ without the extension's target.
+            if re.search(r"^MOEGRAD_BUILD_PYTHON:BOOL=(OFF|0|FALSE|NO)$", cache.read_text(errors="replace"),
+                         re.MULTILINE | re.IGNORECASE):
+                raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} was configured without the Python package "
+                                   f"(MOEGRAD_BUILD_PYTHON=OFF): configure it with -DMOEGRAD_BUILD_PYTHON=ON "
+                                   f"-DPython3_EXECUTABLE={sys.executable}, or leave MOEGRAD_CMAKE_BUILD_DIR unset")
         else:
             build_dir = Path(self.build_temp).resolve() / "cmake"
             self._run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",

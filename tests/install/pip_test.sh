@@ -25,6 +25,22 @@ fail() {
 "$python" -m venv --without-pip --system-site-packages "$tmp/venv"
 venv_python=$tmp/venv/bin/python
 if [ -n "$build" ]; then
+  # A build directory configured without the extension (scripts/run.sh's)
+  # is refused with what to do, not with make's "No rule to make target".
+  cmake -S "$source" -B "$tmp/no_python" -DMOEGRAD_BUILD_PYTHON=OFF -DMOEGRAD_BUILD_TESTS=OFF \
+    -DMOEGRAD_BUILD_BENCH=OFF >"$tmp/no_python.log" 2>&1 || {
+    cat "$tmp/no_python.log" >&2
+    fail "configuring a build without the Python package failed"
+  }
+  rm -rf "$source/build-python"
+  if (cd "$tmp" && MOEGRAD_CMAKE_BUILD_DIR=$tmp/no_python "$venv_python" -m pip install --no-build-isolation \
+    --no-deps --no-index "$source") >"$tmp/pip_no_python.log" 2>&1; then
+    fail "pip install built the extension in a build directory configured without it"
+  fi
+  grep -q "was configured without the Python package (MOEGRAD_BUILD_PYTHON=OFF)" "$tmp/pip_no_python.log" || {
+    cat "$tmp/pip_no_python.log" >&2
+    fail "pip install in a build directory without the Python package did not say why it failed"
+  }
   export MOEGRAD_CMAKE_BUILD_DIR=$build
 else
   unset MOEGRAD_CMAKE_BUILD_DIR  # from scratch, even if the caller's shell sets it

@@ -76,16 +76,29 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // (with the core's miss buffers full the prefetch itself stalls);
         // then the last call copies it from L2 into the other buffer between
         // its FMAs (not staging, f16 and bf16 widened: requests all of it
-        // into L1 for the copy above). Measured, same-process A/B: the L2
-        // shares against the last call alone requesting everything from
-        // DRAM, zmoe 0.96x / 0.97x the time with 1 / 2 threads,
-        // fine-grained 0.94x / 0.98x, fast bf16 0.96-0.97x, AVX2
-        // 0.92-0.97x; the copy in the last call against the separate copy
-        // (perf: 4-6% of the time), zmoe 0.975x / 0.94x, fine-grained
-        // 0.97x / 0.99x, AVX2 0.98-0.99x; fast bf16 zmoe 0.93x / 0.91x,
-        // fine-grained 0.92x / 0.97x.
+        // into L1 for the copy above; for at most 16 rows into L2, below).
+        // Measured, same-process A/B: the L2 shares against the last call
+        // alone requesting everything from DRAM, zmoe 0.96x / 0.97x the time
+        // with 1 / 2 threads, fine-grained 0.94x / 0.98x, fast bf16
+        // 0.96-0.97x, AVX2 0.92-0.97x; the copy in the last call against
+        // the separate copy (perf: 4-6% of the time), zmoe 0.975x / 0.94x,
+        // fine-grained 0.97x / 0.99x, AVX2 0.98-0.99x; fast bf16 zmoe
+        // 0.93x / 0.91x, fine-grained 0.92x / 0.97x.
         kernels::NextStrip next;
         if (has_next) next = rect(next_jc, next_cn, next_pc, next_kb, false);
+        // A slot of at most 16 rows (few rows per expert, where reading
+        // the weights is most of the cost) makes one short kernel call per
+        // block. Requesting the next strip's 14 KiB from DRAM into L1 within
+        // it filled the L1's miss buffers and stalled the call (perf, 4 rows
+        // per expert: the strip copy 26% of the time, the kernel 55%); into
+        // L2, the copy reads it from there. Measured, fused only,
+        // alternating builds, K 2048: at 2-16 rows per expert (N 768, 1408
+        // and 14336) 0.66-0.95x the time with one and two threads, fast
+        // bf16 0.53-0.93x, AVX2 0.67-0.86x. Not for 32 rows, whose longer
+        // call hides the L1 request (f32 and fast bf16 took 1.02-1.06x),
+        // nor for widened f16/bf16, whose strips are half the bytes (bf16
+        // at 16 rows took 1.03-1.13x); with this rule both read 0.98-1.02x.
+        if (count <= 16 && k.raw_strip[dt]) next.to_l2 = true;
         kernels::NextStrip last_call = next;
         if (stage) {
           // The kernel copies whole lines; the rest of a row (a reduction

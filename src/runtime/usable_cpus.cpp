@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <vector>
 
 namespace moegrad::runtime {
 namespace {
@@ -28,13 +27,16 @@ int64_t usable_cpus() {
     const int n = CPU_COUNT(&fixed);
     return n >= 1 ? n : online_cpus();
   }
-  for (size_t cpus = 2 * CPU_SETSIZE; errno == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
-    std::vector<cpu_set_t> mask((CPU_ALLOC_SIZE(cpus) + sizeof(cpu_set_t) - 1) / sizeof(cpu_set_t));
-    const size_t bytes = mask.size() * sizeof(cpu_set_t);
-    if (sched_getaffinity(0, bytes, mask.data()) == 0) {
-      const int n = CPU_COUNT_S(bytes, mask.data());
-      return n >= 1 ? n : online_cpus();
-    }
+  int err = errno;
+  for (size_t cpus = 2 * CPU_SETSIZE; err == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
+    cpu_set_t* mask = CPU_ALLOC(cpus);  // malloc: nothing to throw through the C API
+    if (mask == nullptr) break;
+    const size_t bytes = CPU_ALLOC_SIZE(cpus);
+    const bool read = sched_getaffinity(0, bytes, mask) == 0;
+    err = read ? 0 : errno;
+    const int n = read ? CPU_COUNT_S(bytes, mask) : 0;
+    CPU_FREE(mask);
+    if (read) return n >= 1 ? n : online_cpus();
   }
   return online_cpus();
 }

@@ -72,6 +72,7 @@ constexpr FlagSpec kFlags[] = {
 // What each kind of input takes, in the refusals of the loader and of the
 // checks below alike.
 constexpr const char* kFloatExpected = "<f4 or <f2 (or <u2 with --bf16)";
+constexpr const char* kBf16Expected = "<u2 (raw bfloat16 bits, as --bf16 says)";
 constexpr const char* kIndexExpected = "<i8 or <i4";
 
 NpyArray load_input(const char* flag, const std::string& path, const char* expected) {
@@ -157,8 +158,9 @@ int cmd_grad_x(std::span<char* const> args) {
 
   AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
 
-  NpyArray grad_y = load_input("--grad-y", gy_path, kFloatExpected);
-  NpyArray weight = load_input("--weight", w_path, kFloatExpected);
+  const char* float_expected = bf16 ? kBf16Expected : kFloatExpected;
+  NpyArray grad_y = load_input("--grad-y", gy_path, float_expected);
+  NpyArray weight = load_input("--weight", w_path, float_expected);
   const NpyArray row_idx = load_input("--row-idx", idx_path, kIndexExpected);
   const NpyArray group_list = load_input("--group-list", gl_path, kIndexExpected);
   check_float_input("--grad-y", gy_path, grad_y, bf16);

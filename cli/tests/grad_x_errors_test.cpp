@@ -155,6 +155,13 @@ TEST_F(GradXErrorTest, DtypeRules) {
   expect_error(with("--row-idx", path("idx8.npy")), kData,
                "--row-idx: " + path("idx8.npy") + ": unsupported dtype '<f8'; expected <i8 or <i4");
   expect_error(with("--group-list", path("idx8.npy")), kData, "unsupported dtype '<f8'; expected <i8 or <i4");
+  write_file("gy8.npy", npy_file(numpy_dict("<f8", {p_.m(), p_.n}),
+                                 raw_bytes(std::vector<double>(p_.grad_y.begin(), p_.grad_y.end()))));
+  expect_error(with("--grad-y", path("gy8.npy")), kData, "unsupported dtype '<f8'; expected <f4 or <f2 (or <u2 with --bf16)");
+  // With --bf16 only <u2 is taken, and the refusal says so.
+  std::vector<std::string> bf16_args = with("--grad-y", path("gy8.npy"));
+  bf16_args.push_back("--bf16");
+  expect_error(bf16_args, kData, "unsupported dtype '<f8'; expected <u2 (raw bfloat16 bits, as --bf16 says)");
 }
 
 TEST_F(GradXErrorTest, ShapeAndContentRules) {

@@ -8,7 +8,8 @@
 
 namespace moegrad::test {
 
-// The CPUs the calling thread may run on, in increasing order.
+// The CPUs the calling thread may run on, in increasing order; empty if the
+// mask cannot be read.
 std::vector<int> allowed_cpus();
 
 // Runs `body` on a new thread restricted to `cpus` (a subset of

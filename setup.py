@@ -44,9 +44,10 @@ class CMakeBuild(build_ext):
             cache = build_dir / "CMakeCache.txt"
             if not cache.is_file():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} is not a configured CMake build directory")
-            # scripts/run.sh configures its build/ without the extension's target.
-            if re.search(r"^MOEGRAD_BUILD_PYTHON:BOOL=(OFF|0|FALSE|NO)$", cache.read_text(errors="replace"),
-                         re.MULTILINE | re.IGNORECASE):
+            # scripts/run.sh configures its build/ without the extension's
+            # target; CMake writes a target's directory whatever the generator
+            # (and whichever of CMake's false values turned the option off).
+            if not (build_dir / "python" / "CMakeFiles" / "_moegrad.dir").is_dir():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} was configured without the Python package "
                                    f"(MOEGRAD_BUILD_PYTHON=OFF): configure it with -DMOEGRAD_BUILD_PYTHON=ON "
                                    f"-DPython3_EXECUTABLE={sys.executable}, or leave MOEGRAD_CMAKE_BUILD_DIR unset")

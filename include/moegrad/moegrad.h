@@ -149,7 +149,8 @@ MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
  * A context holds a thread pool and the settings a run uses. Defaults come
  * from the environment when it is created:
  *   MOEGRAD_NUM_THREADS=N     (N >= 1; default: the CPUs in the creating
- *     thread's affinity mask, i.e. what taskset or a cpuset allows)
+ *     thread's affinity mask, i.e. what taskset, a cpuset or an OpenMP
+ *     runtime's thread binding allows that thread)
  *   MOEGRAD_ISA=auto|scalar|avx2|avx512
  *   MOEGRAD_ENGINE=auto|packed|rowvec   (the GEMM engine; speed only)
  *   MOEGRAD_L1D_BYTES=B, MOEGRAD_L2_BYTES=B   (per-core data caches the

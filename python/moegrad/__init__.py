@@ -33,7 +33,7 @@ _default_context = None
 
 def set_num_threads(num_threads):
     """Threads for calls without an explicit context (0: the library default,
-    MOEGRAD_NUM_THREADS or the number of CPUs this process may run on)."""
+    MOEGRAD_NUM_THREADS or the number of CPUs the calling thread may run on)."""
     global _default_context
     if _default_context is None:
         _default_context = Context(num_threads)

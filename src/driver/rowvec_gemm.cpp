@@ -76,7 +76,8 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // (with the core's miss buffers full the prefetch itself stalls);
         // then the last call copies it from L2 into the other buffer between
         // its FMAs (not staging, f16 and bf16 widened: requests all of it
-        // into L1 for the copy above; for at most 16 rows into L2, below).
+        // into L1 for the copy above; f32 and fast bf16 slots of at most
+        // 16 rows request it into L2, below).
         // Measured, same-process A/B: the L2 shares against the last call
         // alone requesting everything from DRAM, zmoe 0.96x / 0.97x the time
         // with 1 / 2 threads, fine-grained 0.94x / 0.98x, fast bf16
@@ -88,10 +89,13 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         if (has_next) next = rect(next_jc, next_cn, next_pc, next_kb, false);
         // A slot of at most 16 rows (few rows per expert, where reading
         // the weights is most of the cost) makes one short kernel call per
-        // block. Requesting the next strip's 14 KiB from DRAM into L1 within
-        // it filled the L1's miss buffers and stalled the call (perf, 4 rows
-        // per expert: the strip copy 26% of the time, the kernel 55%); into
-        // L2, the copy reads it from there. Measured, fused only,
+        // block: one panel on either ISA, never staged (AVX2's panels are
+        // 16 rows, so there the rule covers every unstaged slot; AVX-512's
+        // slots of 17-31 rows keep the L1 request, measured only at 32).
+        // Requesting the next strip (14 KiB on AVX-512) from DRAM into L1
+        // within it filled the L1's miss buffers and stalled the call (perf,
+        // 4 rows per expert: the strip copy 26% of the time, the kernel
+        // 55%); into L2, the copy reads it from there. Measured, fused only,
         // alternating builds, K 2048: at 2-16 rows per expert (N 768, 1408
         // and 14336) 0.66-0.95x the time with one and two threads, fast
         // bf16 0.53-0.93x, AVX2 0.67-0.86x. Not for 32 rows, whose longer

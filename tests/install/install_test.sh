@@ -147,6 +147,11 @@ cmake -S "$source/tests/install/consumer" -B "$tmp/consumer_c_only" -DCMAKE_PREF
 }
 no_shared_moegrad "$tmp/consumer_c_only/consumer_c_static"
 "$tmp/consumer_c_only/consumer_c_static"
+ldd "$tmp/consumer_c_only/consumer_c" >"$tmp/ldd"
+grep -q "$prefix/$libdir/libmoegrad.so.$soname_version" "$tmp/ldd" || {
+  cat "$tmp/ldd" >&2
+  fail "the C-only consumer_c does not load $prefix/$libdir/libmoegrad.so.$soname_version"
+}
 "$tmp/consumer_c_only/consumer_c"
 
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig

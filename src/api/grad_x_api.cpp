@@ -45,6 +45,7 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
 }  // namespace moegrad
 
 using moegrad::fail;
+using moegrad::fail_executor_used;
 
 extern "C" {
 
@@ -67,7 +68,7 @@ moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_e
                               const moegrad_context* ctx) {
   if (executor == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: executor is NULL");
   if (executor->used)
-    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_grad_x: this executor was already run (or is running); plan again");
+    return fail_executor_used("grad_x");
   if (workspace_bytes < executor->plan.workspace_bytes)
     return fail(MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu < %zu reported by get_workspace_size",
                 workspace_bytes, executor->plan.workspace_bytes);
@@ -78,7 +79,7 @@ moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_e
   std::shared_ptr<moegrad::runtime::ThreadPool> pool;
   if (auto s = ctx->pool(&pool)) return s;
   if (executor->used.exchange(true))
-    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_grad_x: this executor was already run (or is running); plan again");
+    return fail_executor_used("grad_x");
   if (auto s = moegrad::driver::run_grad_x(executor->problem, executor->plan, workspace, *pool, ctx->num_threads)) {
     executor->used = false;  // it wrote nothing (bad contents): fixed, they may be run again
     return s;

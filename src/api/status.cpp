@@ -23,6 +23,11 @@ moegrad_status fail(moegrad_status status, const char* fmt, ...) {
   return status;
 }
 
+moegrad_status fail_executor_used(const char* function) {
+  return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_%s: this executor was already run (or is running); plan again",
+              function);
+}
+
 void clear_last_error() { t_last_error[0] = '\0'; }
 
 }  // namespace moegrad

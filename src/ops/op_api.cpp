@@ -49,7 +49,7 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
     return fail(MOEGRAD_STATUS_EXECUTOR_KIND, "moegrad_%s: the executor was planned for %s", name,
                 op_name(executor->op->kind()));
   if (executor->used)
-    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_%s: this executor was already run (or is running); plan again", name);
+    return fail_executor_used(name);
   const size_t needed = executor->op->workspace_bytes();
   if (workspace_bytes < needed)
     return fail(MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "moegrad_%s: workspace_bytes=%zu < %zu reported by get_workspace_size",
@@ -60,7 +60,7 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
   std::shared_ptr<runtime::ThreadPool> pool;
   if (auto s = ctx->pool(&pool)) return s;
   if (executor->used.exchange(true))
-    return fail(MOEGRAD_STATUS_EXECUTOR_USED, "moegrad_%s: this executor was already run (or is running); plan again", name);
+    return fail_executor_used(name);
   const int threads = std::min<int>(ctx->num_threads, executor->op->workers());
   if (auto s = executor->op->run(workspace, *pool, threads)) {
     executor->used = false;  // it wrote nothing (bad contents): fixed, they may be run again

@@ -13,22 +13,17 @@ int64_t online_cpus() {
   return n >= 1 ? n : 1;
 }
 
-// The kernel refuses (EINVAL) a mask shorter than its own CPU count; a
-// cpu_set_t holds 1024, so larger machines take a larger mask. Bounded so
-// that a kernel that says EINVAL for another reason cannot make it loop.
+// The kernel refuses (EINVAL) a mask shorter than its own CPU count, so a
+// machine with more CPUs than a cpu_set_t holds (1024) takes a larger one.
+// Bounded so that a kernel that says EINVAL for another reason cannot make
+// it loop.
 constexpr size_t kMaxMaskCpus = size_t{1} << 22;
 
 }  // namespace
 
 int64_t usable_cpus() {
-  cpu_set_t fixed;
-  CPU_ZERO(&fixed);
-  if (sched_getaffinity(0, sizeof fixed, &fixed) == 0) {
-    const int n = CPU_COUNT(&fixed);
-    return n >= 1 ? n : online_cpus();
-  }
-  int err = errno;
-  for (size_t cpus = 2 * CPU_SETSIZE; err == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
+  int err = EINVAL;
+  for (size_t cpus = CPU_SETSIZE; err == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
     cpu_set_t* mask = CPU_ALLOC(cpus);  // malloc: nothing to throw through the C API
     if (mask == nullptr) break;
     const size_t bytes = CPU_ALLOC_SIZE(cpus);

@@ -90,7 +90,7 @@ void check_float_input(const char* flag, const std::string& path, NpyArray& a, b
   const NpyDtype t = a.dtype();
   const std::string where = std::string(flag) + ": " + path + " holds " + npy_descr(t);
   if (bf16) {
-    if (t != NpyDtype::kU16) data_error(where + " but --bf16 expects raw bfloat16 bits as <u2");
+    if (t != NpyDtype::kU16) data_error(where + "; expected " + kBf16Expected);
     a.set_dl_dtype({kDLBfloat, 16, 1});
     return;
   }

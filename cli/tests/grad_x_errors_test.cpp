@@ -142,7 +142,7 @@ TEST_F(GradXErrorTest, DtypeRules) {
                "if it holds raw bfloat16 bits, pass --bf16");
   expect_error(
       plus({"--bf16"}), kData,
-      "--grad-y: " + path("gy.npy") + " holds <f4 but --bf16 expects raw bfloat16 bits as <u2");
+      "--grad-y: " + path("gy.npy") + " holds <f4; expected <u2 (raw bfloat16 bits, as --bf16 says)");
   // Indices must be integers, values must be floats.
   write_file("idxf.npy", npy_array("<f4", {3}, std::vector<float>{0, 1, 2}));
   expect_error(with("--row-idx", path("idxf.npy")), kData, "holds <f4; expected <i8 or <i4");

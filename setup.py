@@ -41,8 +41,7 @@ class CMakeBuild(build_ext):
         reuse = os.environ.get("MOEGRAD_CMAKE_BUILD_DIR")
         if reuse:
             build_dir = Path(reuse).resolve()
-            cache = build_dir / "CMakeCache.txt"
-            if not cache.is_file():
+            if not (build_dir / "CMakeCache.txt").is_file():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} is not a configured CMake build directory")
             # scripts/run.sh configures its build/ without the extension's
             # target; CMake writes a target's directory whatever the generator

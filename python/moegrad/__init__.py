@@ -121,11 +121,10 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     """
     x, weight, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (weight, "weight"),
                                                                  (group_list, "group_list")))
-    given = out is not None  # a caller's array: checked, and marked as written
-    if not given:
+    if out is None:
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
-    else:
+    else:  # a caller's array: checked, and marked as written
         _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
     return out
@@ -141,8 +140,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
     """
     x, grad_y, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (grad_y, "grad_y"),
                                                                  (group_list, "group_list")))
-    given = out is not None
-    if not given:
+    if out is None:
         if accumulate:
             raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
         shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
@@ -161,8 +159,7 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
     grad_expanded_x = _arrays.as_array(grad_expanded_x, "grad_expanded_x")
     expanded_row_idx = _arrays.as_array(expanded_row_idx, "expanded_row_idx")
     batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
-    given = out is not None
-    if not given:
+    if out is None:
         out = _arrays.empty(grad_expanded_x, (batch, _arrays.dim(grad_expanded_x, 1)), "float32")
     else:
         _arrays.check_out(out)
@@ -179,8 +176,7 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
         _arrays.as_array(a, n) for a, n in ((grad_y, "grad_y"), (weight, "weight"),
                                             (expanded_row_idx, "expanded_row_idx"), (group_list, "group_list")))
     batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
-    given = out is not None
-    if not given:
+    if out is None:
         out = _arrays.empty(grad_y, (batch, _arrays.dim(weight, 1)), "float32")
     else:
         _arrays.check_out(out)

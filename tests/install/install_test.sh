@@ -116,13 +116,16 @@ if cmake -S "$source/tests/install/consumer" -B "$tmp/consumer_next" -DCMAKE_PRE
 fi
 grep -q "moegradConfig.cmake, version: $version" "$tmp/consumer_next.log" ||
   fail "find_package(moegrad $next_minor) failed for another reason: $(cat "$tmp/consumer_next.log")"
-for exe in consumer_c consumer_cpp; do
-  # The library must be the installed one, not another on the system.
-  ldd "$tmp/consumer/$exe" >"$tmp/ldd"
+# Linked with the shared library: the installed one, not another on the system.
+loads_installed_moegrad() {
+  ldd "$1" >"$tmp/ldd"
   grep -q "$prefix/$libdir/libmoegrad.so.$soname_version" "$tmp/ldd" || {
     cat "$tmp/ldd" >&2
-    fail "$exe does not load $prefix/$libdir/libmoegrad.so.$soname_version"
+    fail "$1 does not load $prefix/$libdir/libmoegrad.so.$soname_version"
   }
+}
+for exe in consumer_c consumer_cpp; do
+  loads_installed_moegrad "$tmp/consumer/$exe"
   "$tmp/consumer/$exe"
 done
 # Linked with the archive: no libmoegrad.so at all.
@@ -147,11 +150,7 @@ cmake -S "$source/tests/install/consumer" -B "$tmp/consumer_c_only" -DCMAKE_PREF
 }
 no_shared_moegrad "$tmp/consumer_c_only/consumer_c_static"
 "$tmp/consumer_c_only/consumer_c_static"
-ldd "$tmp/consumer_c_only/consumer_c" >"$tmp/ldd"
-grep -q "$prefix/$libdir/libmoegrad.so.$soname_version" "$tmp/ldd" || {
-  cat "$tmp/ldd" >&2
-  fail "the C-only consumer_c does not load $prefix/$libdir/libmoegrad.so.$soname_version"
-}
+loads_installed_moegrad "$tmp/consumer_c_only/consumer_c"
 "$tmp/consumer_c_only/consumer_c"
 
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cmath>
 
 #include "api/error.h"
 
@@ -50,6 +51,49 @@ bool use_rowvec(const GradXProblem& p, const kernels::GemmKernels& k, Engine eng
     case Engine::kAuto: break;
   }
   return p.M <= kRowvecMaxRowsPerExpert * std::max<int64_t>(p.G, 1);
+}
+
+// Token chunks for `blocks` column blocks: enough for `want_items` items,
+// then a few more while that shares out unevenly (7 items on 2 workers take
+// as long as 8).
+int64_t chunks_for(int64_t want_items, int64_t blocks, int64_t workers) {
+  int64_t chunks = (want_items + blocks - 1) / blocks;
+  while (blocks * chunks < 4 * workers && (blocks * chunks) % workers != 0) ++chunks;
+  return chunks;
+}
+
+// A grad_y element packed costs about twice a weight element read (one
+// thread of the 2-core Zen 4, 4096 tokens x 8 of 256 experts, K = N = 512:
+// twice the column blocks took +0.36 ns per element packed, twice the
+// chunks +0.19 ns per weight element, DRAM's pace). With less DRAM
+// bandwidth per core, as on machines with many, weights cost more; the
+// factor then errs towards chunks, which the plan chose before it had a
+// cost.
+constexpr double kPackPerWeightRead = 2;
+
+// Column blocks are never narrowed below this many columns: every block
+// packs each of its slots' grad_y rows again, which split_cost counts, and
+// scatters rows of this length, which it does not.
+constexpr size_t kNarrowestBlock = 64;
+
+// The cost of splitting into `blocks` column blocks x `chunks` token
+// chunks, in weight elements read. An item visits, expert by expert, the
+// experts its chunk's tokens use; each visit reads that expert's weights
+// for the block's columns (all blocks together: K x N) and packs the
+// visit's grad_y rows, in whole panels of `row_unit` rows, once per block
+// (N each). The plan may not look at the indices, so rows are taken as
+// routed uniformly: an expert has none of a chunk's M / chunks rows with
+// probability exp(-M / (chunks x G)). Chunks pay where experts have many
+// rows (large-token: ~3700 rows, K = 128); narrower blocks where they have
+// few, since then every chunk reads nearly every expert's weights again.
+double split_cost(const GradXProblem& p, size_t blocks, int64_t chunks, size_t row_unit) {
+  const double M = static_cast<double>(p.M), G = static_cast<double>(std::max<int64_t>(p.G, 1));
+  const double C = static_cast<double>(chunks), N = static_cast<double>(p.N), unit = static_cast<double>(row_unit);
+  const double visits = C * G * -std::expm1(-M / (C * G));
+  if (visits <= 0) return 0;
+  const double packed_rows = visits * std::ceil(M / visits / unit) * unit;
+  return kPackPerWeightRead * static_cast<double>(blocks) * packed_rows * N +
+         visits * static_cast<double>(p.K) * N;
 }
 
 }  // namespace
@@ -107,9 +151,10 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // nc: every column block re-packs the slot's grad_y rows, so wider blocks
   // pack less; but the blocks are also the unit of parallelism. Aim for 2
   // blocks per worker (4 measured 1.02-1.04x the time on fine-grained with
-  // 2 threads), never more blocks than 256-column ones would need (narrower,
-  // the packing of grad_y dominates and splitting tokens is cheaper) nor
-  // wider than the L2 allows: the packed engine keeps a weight panel
+  // 2 threads), at first never more blocks than 256-column ones would need
+  // (narrower, the packing of grad_y dominates, unless tokens split into
+  // chunks would read the weights again: split_cost below) nor wider than
+  // the L2 allows: the packed engine keeps a weight panel
   // (nc x kc f32) in half of it; the row-vector engine keeps no weight panel
   // there (its strips live in L1), only the slot and the panels, so it
   // takes twice the columns (measured with the rule below: zmoe f32 0.98x /
@@ -122,28 +167,38 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   const size_t nc_max = std::max(round_up(256, col_unit), nc_l2);
   const size_t nc_cap = std::clamp(round_up(per_item, col_unit), nc_min, std::min(round_up(K, col_unit), nc_max));
   // Then as many blocks for each worker (narrower blocks cost less than a
-  // worker idle while another finishes an extra one, or than the token
-  // chunks below, each of which streams its experts' weights again), all of
-  // about the same width: a narrow last block would re-pack every row for
-  // a few columns.
+  // worker idle while another finishes an extra one), all of about the same
+  // width: a narrow last block would re-pack every row for a few columns.
   size_t blocks = (K + nc_cap - 1) / nc_cap;  // K >= 1 (validated)
   const auto worker_count = static_cast<size_t>(plan.workers);
   if (blocks > worker_count) blocks = round_up(blocks, worker_count);
+  // Too few blocks for the workers: split the tokens into chunks as well,
+  // or narrow the blocks further, whichever reads less (split_cost). Only
+  // then: a column block of grad_x larger than the last-level cache costs
+  // less than the extra chunks would (the scatter-add's look-ahead hides
+  // grad_x's DRAM latency; measured: large-token without an 8 MiB cap per
+  // chunk 0.96x the time, at 4x its batch 0.94x). Narrowing changes no plan
+  // of zmoe, large-token or fine-grained with 1 or 2 threads; with more
+  // workers it does. Measured with that many workers time-sliced on the
+  // 2-core Zen 4 (the work a plan implies, not its scaling), fused only,
+  // against chunks alone: fine-grained with 64 workers (30 blocks x 9
+  // chunks instead of 8 x 16) 0.70-0.72x the time, with 32 0.84-0.86x;
+  // 4096 tokens x 8 of 256 experts, K = N = 512, with 4, 8 and 16 workers
+  // 0.91-0.93x, 0.81x and 0.78-0.80x.
+  if (blocks < static_cast<size_t>(want_items)) {
+    double best =
+        split_cost(p, blocks, chunks_for(want_items, static_cast<int64_t>(blocks), plan.workers), row_unit);
+    for (size_t b = blocks + 1; b <= static_cast<size_t>(want_items); ++b) {
+      const size_t nc = round_up((K + b - 1) / b, col_unit), actual = (K + nc - 1) / nc;
+      if (nc < kNarrowestBlock) break;
+      const double cost =
+          split_cost(p, actual, chunks_for(want_items, static_cast<int64_t>(actual), plan.workers), row_unit);
+      if (cost < best) best = cost, blocks = actual;
+    }
+  }
   plan.nc = round_up((K + blocks - 1) / blocks, col_unit);
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
-
-  // Too few column blocks for the workers: split the tokens into chunks.
-  // Only then: a column block of grad_x larger than the last-level cache
-  // costs less than the extra chunks would (each packs its experts' weights
-  // again; the scatter-add's look-ahead hides grad_x's DRAM latency).
-  // Measured: large-token without an 8 MiB cap per chunk 0.96x the time,
-  // at 4x its batch 0.94x.
-  plan.chunks = plan.col_blocks >= want_items ? 1 : (want_items + plan.col_blocks - 1) / plan.col_blocks;
-  // A few items should share out evenly: 7 items on 2 workers take as long
-  // as 8.
-  const int64_t w = plan.workers;
-  while (plan.col_blocks * plan.chunks < 4 * w && (plan.col_blocks * plan.chunks) % w != 0) ++plan.chunks;
-  plan.chunks = std::min<int64_t>(plan.chunks, p.batch);
+  plan.chunks = std::min<int64_t>(chunks_for(want_items, plan.col_blocks, plan.workers), p.batch);
   plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
   plan.chunks = (p.batch + plan.tokens_per_chunk - 1) / plan.tokens_per_chunk;
 

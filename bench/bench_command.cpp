@@ -25,7 +25,7 @@
 namespace moegrad::bench {
 namespace {
 
-// 1 and the CPUs this process may run on, deduplicated.
+// 1 and the CPUs this process may use, deduplicated.
 std::vector<int> default_threads(int64_t cpus) {
   std::vector<int> t{1};
   if (cpus > 1) t.push_back(static_cast<int>(std::min<int64_t>(cpus, MOEGRAD_MAX_THREADS)));
@@ -38,7 +38,7 @@ std::optional<std::string> oversubscription_note(const std::vector<int>& threads
   const int most = *std::max_element(threads.begin(), threads.end());
   if (most <= cpus) return std::nullopt;
   return std::to_string(most) + " threads share the " + std::to_string(cpus) + " CPU" + (cpus == 1 ? "" : "s") +
-         " this process may run on: their times are not those of " + std::to_string(most) + " cores";
+         " this process may use: their times are not those of " + std::to_string(most) + " cores";
 }
 
 int run(std::span<char* const> args, std::optional<Progress>& progress) {

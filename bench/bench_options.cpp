@@ -47,7 +47,7 @@ const char kBenchHelp[] =
     "  --shape S      a name, a comma list of names, or batch,top_k,G,K,N; repeatable\n"
     "                 (default: all three)\n"
     "  --dtype D      f32, f16 or bf16, or a comma list; repeatable (default: all three)\n"
-    "  --threads N    only N threads (default: 1 and the CPUs this process may run on)\n"
+    "  --threads N    only N threads (default: 1 and the CPUs this process may use)\n"
     "  --reps R       timed rounds (default 5). Each path first runs alone (peak RSS,\n"
     "                 checks), then once more as a warm-up; then each round runs every\n"
     "                 path of the shape, of every dtype and thread count, once,\n"

@@ -48,7 +48,7 @@ constexpr char kHelp[] =
     "                        SPEC 5 order but reproducible (README, 'Fast bf16 mode');\n"
     "                        refused on CPUs without AVX512_BF16 unless MOEGRAD_ISA=scalar\n"
     "  --threads N           worker threads (default: MOEGRAD_NUM_THREADS or the CPUs\n"
-    "                        this process may run on)\n"
+    "                        this process may use)\n"
     "  --out DX.npy          output, <f4 C-order [B, K]; written via a temp file in the\n"
     "                        same directory and renamed, so it appears only on success\n"
     "                        (a symlink stays and its file is replaced, keeping that\n"

@@ -1,9 +1,9 @@
 // moegrad info: what this build and machine give the library, for bug
 // reports and for reading benchmarks: the version, the CPU, the ISA path a
-// context picks and those this CPU can run, the default thread count, the
-// cache sizes the blocks are fitted to (and what the OS reports), the GEMM
-// engine, the MOEGRAD_* variables set, and whether `moegrad bench` can load
-// its oneDNN baseline. Everything comes from a context created as any user's
+// context picks and those this CPU can run, the thread count and the CPUs
+// its default comes from, the cache sizes the blocks are fitted to (and what
+// the OS reports), the GEMM engine, the MOEGRAD_* variables set, and whether
+// `moegrad bench` can load its oneDNN baseline. Everything comes from a context created as any user's
 // would be, so a malformed variable fails here exactly as it would there.
 #include <moegrad/moegrad.h>
 
@@ -26,11 +26,13 @@ constexpr char kHelp[] =
     "\n"
     "Prints what the library sees on this machine: the version, the CPU, the ISA\n"
     "path a context picks and the paths this CPU can run (and AVX512_BF16), the\n"
-    "default thread count, the per-core cache sizes the blocks are fitted to (and\n"
-    "what the OS reports), the GEMM engine, the MOEGRAD_* variables that are set\n"
-    "(an 'ignored' line, in JSON ignored_environment, for each other MOEGRAD_* name\n"
-    "set, which the library does not read, with the variable it may be a\n"
-    "misspelling of), and whether `moegrad bench` can load its oneDNN baseline.\n"
+    "thread count and what its default comes from (the CPUs in the affinity mask,\n"
+    "narrowed by a cgroup CPU limit such as docker run --cpus sets), the per-core\n"
+    "cache sizes the blocks are fitted to (and what the OS reports), the GEMM\n"
+    "engine, the MOEGRAD_* variables that are set (an 'ignored' line, in JSON\n"
+    "ignored_environment, for each other MOEGRAD_* name set, which the library\n"
+    "does not read, with the variable it may be a misspelling of), and whether\n"
+    "`moegrad bench` can load its oneDNN baseline.\n"
     "Attach it to bug reports and benchmark results.\n"
     "\n"
     "  --json   one JSON object instead of the text\n";
@@ -60,6 +62,10 @@ void print_human(const Info& info) {
   std::printf("  isa        %s (this CPU runs: %s; AVX512_BF16 for fast bf16: %s)\n", moegrad_isa_name(c.isa),
               isas.c_str(), c.avx512bf16 ? "yes" : "no");
   std::printf("  threads    %d\n", c.threads);
+  char limit[64] = "no cgroup CPU limit";
+  if (c.cpus.cgroup_limit) std::snprintf(limit, sizeof limit, "a cgroup CPU limit of %.2f", *c.cpus.cgroup_limit);
+  std::printf("  cpus       %lld in the affinity mask, %s: %lld usable, the default thread count\n",
+              static_cast<long long>(c.cpus.affinity), limit, static_cast<long long>(c.cpus.usable()));
   std::printf("  caches     L1d %s, L2 %s per core (the OS reports %s, %s; blocks are sized\n"
               "             for at most %s, %s)\n",
               kib(c.caches.l1d).c_str(), kib(c.caches.l2).c_str(), kib(c.os_l1d).c_str(), kib(c.os_l2).c_str(),
@@ -103,6 +109,12 @@ void print_json(const Info& info) {
   std::printf(c.avx512bf16 ? "true" : "false");
   key("threads");
   std::printf("%d", c.threads);
+  key("affinity_cpus");
+  std::printf("%lld", static_cast<long long>(c.cpus.affinity));
+  key("cgroup_cpu_limit");
+  c.cpus.cgroup_limit ? std::printf("%.6g", *c.cpus.cgroup_limit) : std::printf("null");
+  key("usable_cpus");
+  std::printf("%lld", static_cast<long long>(c.cpus.usable()));
   key("engine");
   text(c.engine);
   key("l1d_bytes");

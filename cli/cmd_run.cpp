@@ -56,7 +56,7 @@ constexpr char kHelp[] =
     "                         the 3.5 GB of random f32 weights does not dominate)\n"
     "  --dtype f32|f16|bf16   input element type (default f32)\n"
     "  --threads N            worker threads (default: MOEGRAD_NUM_THREADS or the CPUs\n"
-    "                         this process may run on)\n"
+    "                         this process may use)\n"
     "  --seed S               random seed (default 42)\n"
     "  --json                 print one JSON object instead of the text report\n"
     "\n"

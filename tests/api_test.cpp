@@ -21,6 +21,7 @@
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
+#include "runtime/cgroup_cpu_limit.h"
 
 namespace mgt {
 namespace {
@@ -136,7 +137,7 @@ TEST(Api, LastErrorMessageSurvivesSettersAndIsClearedBySuccessfulRuns) {
 
 // ---- contexts -----------------------------------------------------------------------
 
-// The default thread count: one per CPU the creating thread may run on.
+// The default thread count: one per CPU the creating thread may use.
 int64_t allowed_cpu_count() { return static_cast<int64_t>(moegrad::test::allowed_cpus().size()); }
 
 TEST(Context, DefaultsWithoutEnvironment) {
@@ -154,7 +155,11 @@ TEST(Context, DefaultThreadsFollowTheAffinityMask) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
   const std::vector<int> cpus = moegrad::test::allowed_cpus();
   if (cpus.empty()) GTEST_SKIP() << "the affinity mask cannot be read";
+  // A cgroup CPU limit below 2 CPUs narrows the count further
+  // (cgroup_cpu_limit_test, cgroup_limit_test.sh).
+  const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();
   for (size_t n = 1; n <= std::min<size_t>(2, cpus.size()); ++n) {
+    if (limit && *limit <= static_cast<double>(n - 1)) GTEST_SKIP() << "a cgroup CPU limit of " << *limit;
     int32_t got = -1, after_reset = -1;
     if (!moegrad::test::run_pinned({cpus.begin(), cpus.begin() + static_cast<ptrdiff_t>(n)}, [&] {
       moegrad::Context ctx;

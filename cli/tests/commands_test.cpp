@@ -204,6 +204,7 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   EXPECT_TRUE(is_single_json_object(json.out)) << json.out;
   for (const char* needle :
        {"\"version\": \"0.1.0\"", "\"isa\": \"scalar\"", "\"isa_available\": [\"scalar\"", "\"threads\": 3",
+        "\"affinity_cpus\": ", "\"cgroup_cpu_limit\": ", "\"usable_cpus\": ",
         "\"engine\": \"packed\"", "\"l1d_bytes\": 32768", "\"l2_bytes\": 262144", "\"MOEGRAD_ISA\": \"scalar\"",
         "\"MOEGRAD_L2_BYTES\": \"262144\"", "\"avx512_bf16\": ", "\"MOEGRAD_ENGIN\": \"MOEGRAD_ENGINE\"",
         "\"MOEGRAD_COLOUR\": null"}) {
@@ -218,6 +219,7 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   EXPECT_EQ(human.exit_code, 0) << human.err;
   for (const char* needle :
        {"moegrad 0.1.0\n", "  isa        scalar (this CPU runs: scalar", "  threads    3\n",
+        " in the affinity mask, ", " usable, the default thread count\n",
         "  caches     L1d 32 KiB, L2 256 KiB per core", "  engine     packed\n",
         "  env        MOEGRAD_NUM_THREADS=3 MOEGRAD_ISA=scalar MOEGRAD_ENGINE=packed MOEGRAD_L1D_BYTES=32768 "
         "MOEGRAD_L2_BYTES=262144\n",

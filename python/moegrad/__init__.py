@@ -33,7 +33,7 @@ _default_context = None
 
 def set_num_threads(num_threads):
     """Threads for calls without an explicit context (0: the library default,
-    MOEGRAD_NUM_THREADS or the number of CPUs the calling thread may run on)."""
+    MOEGRAD_NUM_THREADS or the number of CPUs the calling thread may use)."""
     global _default_context
     if _default_context is None:
         _default_context = Context(num_threads)
@@ -49,7 +49,9 @@ def info(context=None):
     """What the library sees on this machine, as `moegrad info --json` prints
     it (without the oneDNN keys, which belong to the benchmark): version,
     cpu, isa (the path the context runs), isa_available, avx512_bf16,
-    threads, engine, l1d_bytes/l2_bytes (the per-core caches the blocks are
+    threads, affinity_cpus, cgroup_cpu_limit (None when none) and
+    usable_cpus (the default thread count they give), engine,
+    l1d_bytes/l2_bytes (the per-core caches the blocks are
     fitted to), os_l1d_bytes/os_l2_bytes (what the OS reports; None when
     nothing), environment (the MOEGRAD_* variables, None when unset) and
     ignored_environment (other MOEGRAD_* names set, which the library does

@@ -182,6 +182,9 @@ py::dict context_info(const Context& context) {
   d["isa_available"] = isas;
   d["avx512_bf16"] = c.avx512bf16;
   d["threads"] = c.threads;
+  d["affinity_cpus"] = c.cpus.affinity;
+  d["cgroup_cpu_limit"] = c.cpus.cgroup_limit ? py::object(py::float_(*c.cpus.cgroup_limit)) : py::object(py::none());
+  d["usable_cpus"] = c.cpus.usable();
   d["engine"] = c.engine;
   d["l1d_bytes"] = c.caches.l1d;
   d["l2_bytes"] = c.caches.l2;

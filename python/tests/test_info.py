@@ -50,6 +50,15 @@ def test_info_lists_the_isa_paths_the_cpu_runs(no_variables):
     assert info["environment"] == {name: None for name in VARIABLES}
 
 
+def test_info_says_where_the_default_thread_count_comes_from(no_variables):
+    info = moegrad.info()
+    assert info["affinity_cpus"] == len(os.sched_getaffinity(0))
+    limit = info["cgroup_cpu_limit"]
+    assert limit is None or (isinstance(limit, float) and limit > 0)
+    assert 1 <= info["usable_cpus"] <= info["affinity_cpus"]
+    assert info["threads"] == info["usable_cpus"] == moegrad.Context().num_threads
+
+
 def test_info_of_a_given_context(no_variables):
     context = moegrad.Context(num_threads=1, isa="scalar")
     info = moegrad.info(context)

@@ -28,7 +28,7 @@ namespace {
 // A pool larger than this is a typo, not a machine.
 constexpr int32_t kMaxThreads = MOEGRAD_MAX_THREADS;
 
-// One worker per CPU this thread may run on (runtime/usable_cpus.h).
+// One worker per CPU this thread may use (runtime/usable_cpus.h).
 int32_t default_thread_count() {
   const int64_t n = runtime::usable_cpus();
   return static_cast<int32_t>(n < kMaxThreads ? n : kMaxThreads);
@@ -165,6 +165,7 @@ ContextInfo describe_context(const moegrad_context& ctx) {
   const runtime::CpuFeatures& cpu = runtime::cpu_features();
   info.avx512bf16 = cpu.avx512bf16;
   info.threads = ctx.num_threads.load();
+  info.cpus = runtime::cpu_budget();
   for (const auto& [name, value] : kEngineNames) {
     if (value == ctx.engine) info.engine = name;
   }

@@ -14,6 +14,7 @@
 #include "plan/engine.h"
 #include "runtime/fork_safe_mutex.h"
 #include "runtime/thread_pool.h"
+#include "runtime/usable_cpus.h"
 
 // The settings are atomics: a context may be shared by threads, and a setter
 // may run while another thread plans or runs (each reads a setting once).
@@ -61,6 +62,7 @@ struct ContextInfo {
   std::vector<const char*> isa_available;  // names of the paths the CPU and OS run, best last
   bool avx512bf16 = false;           // vdpbf16ps, for the fast bf16 mode
   int32_t threads = 1;
+  runtime::CpuBudget cpus;           // what the default thread count comes from
   const char* engine = "auto";       // as MOEGRAD_ENGINE names it
   plan::CacheSizes caches;           // what the plan fits its blocks to...
   plan::CacheSizes caches_cap;       // ...at most (larger caches do not grow them)

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
+
+#include "runtime/cgroup_cpu_limit.h"
 
 namespace moegrad::runtime {
 namespace {
@@ -19,9 +22,7 @@ int64_t online_cpus() {
 // it loop.
 constexpr size_t kMaxMaskCpus = size_t{1} << 22;
 
-}  // namespace
-
-int64_t usable_cpus() {
+int64_t affinity_cpus() {
   int err = EINVAL;
   for (size_t cpus = CPU_SETSIZE; err == EINVAL && cpus <= kMaxMaskCpus; cpus *= 2) {
     cpu_set_t* mask = CPU_ALLOC(cpus);  // malloc: nothing to throw through the C API
@@ -35,5 +36,17 @@ int64_t usable_cpus() {
   }
   return online_cpus();
 }
+
+}  // namespace
+
+int64_t CpuBudget::usable() const {
+  if (!cgroup_limit) return affinity;
+  const double limit = std::ceil(*cgroup_limit);
+  return limit < 1 ? 1 : limit < static_cast<double>(affinity) ? static_cast<int64_t>(limit) : affinity;
+}
+
+CpuBudget cpu_budget() { return {affinity_cpus(), cgroup_cpu_limit()}; }
+
+int64_t usable_cpus() { return cpu_budget().usable(); }
 
 }  // namespace moegrad::runtime

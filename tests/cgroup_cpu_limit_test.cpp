@@ -1,0 +1,178 @@
+// runtime/cgroup_cpu_limit and the default thread count it narrows, on
+// made-up /proc and cgroup trees in a temporary directory: cgroup v2 and v1,
+// a parent's limit tighter than the leaf's, a container's own cgroup bound
+// at the mount point, paths the mount does not show, and files that are
+// missing or malformed. Each expected value is the quota / period written
+// into the tree by the test.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "runtime/cgroup_cpu_limit.h"
+#include "runtime/usable_cpus.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using moegrad::runtime::cgroup_cpu_limit;
+
+class FakeRoot : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "moegrad_cgroup_test_XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Writes `text` at `path` under the fake root, creating directories.
+  void write(const std::string& path, const std::string& text) {
+    const fs::path p = fs::path(root_ + path);
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+
+  std::optional<double> limit() const { return cgroup_cpu_limit(root_); }
+
+  std::string root_;
+};
+
+// A line of /proc/self/mountinfo for a cgroup mount.
+std::string mount_line(int id, const std::string& root, const std::string& point, const std::string& fstype,
+                       const std::string& super_options) {
+  return std::to_string(id) + " 23 0:" + std::to_string(id) + " " + root + " " + point +
+         " rw,nosuid,nodev,noexec,relatime shared:9 - " + fstype + " " + fstype + " " + super_options + "\n";
+}
+
+const std::string kV2Mount = mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate");
+
+TEST_F(FakeRoot, V2LeafLimit) {
+  write("/proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cgroup/kubepods/pod1/ctr/cpu.max", "250000 100000\n");
+  EXPECT_EQ(limit(), 2.5);
+}
+
+// The kernel enforces every ancestor's limit too; "max" is no limit.
+TEST_F(FakeRoot, V2TighterParentLimit) {
+  write("/proc/self/cgroup", "0::/a/b\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
+  write("/sys/fs/cgroup/a/cpu.max", "150000 100000\n");
+  write("/sys/fs/cgroup/cpu.max", "800000 100000\n");
+  EXPECT_EQ(limit(), 1.5);
+  write("/sys/fs/cgroup/a/b/cpu.max", "50000 200000\n");
+  EXPECT_EQ(limit(), 0.25);
+}
+
+TEST_F(FakeRoot, V2NoLimitAnywhere) {
+  write("/proc/self/cgroup", "0::/a\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cgroup/a/cpu.max", "max 100000\n");  // the root cgroup has no cpu.max
+  EXPECT_EQ(limit(), std::nullopt);
+}
+
+// Inside a container with its own cgroup namespace the process is at "/",
+// which is the container's cgroup, limit included.
+TEST_F(FakeRoot, V2CgroupNamespaceRoot) {
+  write("/proc/self/cgroup", "0::/\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cgroup/cpu.max", "200000 100000\n");
+  EXPECT_EQ(limit(), 2.0);
+}
+
+// A container's cgroup bound at the mount point: mountinfo's root field
+// names it, and the process's path is read relative to it.
+TEST_F(FakeRoot, V2MountOfANonRootCgroup) {
+  write("/proc/self/cgroup", "0::/docker/abc/worker\n");
+  write("/proc/self/mountinfo", mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
+  write("/sys/fs/cgroup/worker/cpu.max", "max 100000\n");
+  write("/sys/fs/cgroup/cpu.max", "300000 100000\n");
+  EXPECT_EQ(limit(), 3.0);
+}
+
+// A cgroup the mount does not show (outside the namespace or the bound
+// subtree) is not guessed at.
+TEST_F(FakeRoot, CgroupOutsideTheMountIsIgnored) {
+  write("/proc/self/mountinfo", mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
+  write("/sys/fs/cgroup/cpu.max", "100000 100000\n");
+  write("/proc/self/cgroup", "0::/docker/other\n");
+  EXPECT_EQ(limit(), std::nullopt);
+  write("/proc/self/cgroup", "0::/docker/abcdef\n");  // a prefix of the name, not a parent
+  EXPECT_EQ(limit(), std::nullopt);
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/proc/self/cgroup", "0::/../sibling\n");
+  EXPECT_EQ(limit(), std::nullopt);
+}
+
+// Mount points with a space are written as \040 in mountinfo.
+TEST_F(FakeRoot, EscapedMountPoint) {
+  write("/proc/self/cgroup", "0::/a\n");
+  write("/proc/self/mountinfo", mount_line(30, "/", "/cg\\040two", "cgroup2", "rw"));
+  write("/cg two/a/cpu.max", "120000 100000\n");
+  EXPECT_EQ(limit(), 1.2);
+}
+
+// cgroup v1: the cpu controller's hierarchy (here mounted together with
+// cpuacct), quota -1 meaning none; other controllers' hierarchies and a v2
+// mount without the cpu controller (hybrid systems) add nothing.
+TEST_F(FakeRoot, V1CpuController) {
+  write("/proc/self/cgroup", "12:memory:/job\n4:cpu,cpuacct:/job/step\n1:name=systemd:/job\n0::/job\n");
+  write("/proc/self/mountinfo", mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
+                                    mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
+                                    mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
+  write("/sys/fs/cgroup/memory/job/cpu.cfs_quota_us", "100000\n");  // not the cpu hierarchy
+  write("/sys/fs/cgroup/memory/job/cpu.cfs_period_us", "100000\n");
+  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_quota_us", "-1\n");
+  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(limit(), std::nullopt);
+  write("/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us", "350000\n");
+  write("/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(limit(), 3.5);
+  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_quota_us", "50000\n");
+  EXPECT_EQ(limit(), 0.5);
+}
+
+// A controller list that merely contains "cpu" in a name is not the cpu
+// controller (cpuset, cpuacct alone).
+TEST_F(FakeRoot, V1OtherCpuControllersAreNotLimits) {
+  write("/proc/self/cgroup", "3:cpuset:/a\n2:cpuacct:/a\n");
+  write("/proc/self/mountinfo", mount_line(34, "/", "/sys/fs/cgroup/cpuset", "cgroup", "rw,cpuset") +
+                                    mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct"));
+  for (const char* dir : {"/sys/fs/cgroup/cpuset/a", "/sys/fs/cgroup/cpuacct/a"}) {
+    write(std::string(dir) + "/cpu.cfs_quota_us", "100000\n");
+    write(std::string(dir) + "/cpu.cfs_period_us", "100000\n");
+  }
+  EXPECT_EQ(limit(), std::nullopt);
+}
+
+TEST_F(FakeRoot, UnreadableOrMalformedFilesGiveNoLimit) {
+  EXPECT_EQ(limit(), std::nullopt);  // no /proc at all
+  write("/proc/self/cgroup", "0::/a\n");
+  EXPECT_EQ(limit(), std::nullopt);  // no mountinfo
+  write("/proc/self/mountinfo", "garbage\n" + kV2Mount);
+  for (const char* bad : {"", "max", "100000", "-5 100000", "100000 0", "1e5 100000", "100000 100000 7", "0 100000"}) {
+    write("/sys/fs/cgroup/a/cpu.max", bad);
+    EXPECT_EQ(limit(), std::nullopt) << "cpu.max '" << bad << "'";
+  }
+  write("/sys/fs/cgroup/a/cpu.max", "100000 100000");  // no newline: still read
+  EXPECT_EQ(limit(), 1.0);
+}
+
+// The default thread count: the affinity count, narrowed to the limit
+// rounded up, never below one.
+TEST(CpuBudget, UsableCpusRoundTheLimitUp) {
+  using moegrad::runtime::CpuBudget;
+  EXPECT_EQ((CpuBudget{8, std::nullopt}).usable(), 8);
+  EXPECT_EQ((CpuBudget{8, 2.0}).usable(), 2);
+  EXPECT_EQ((CpuBudget{8, 1.5}).usable(), 2);
+  EXPECT_EQ((CpuBudget{8, 0.1}).usable(), 1);
+  EXPECT_EQ((CpuBudget{4, 6.0}).usable(), 4);
+  EXPECT_EQ((CpuBudget{1, 1e12}).usable(), 1);
+}
+
+}  // namespace

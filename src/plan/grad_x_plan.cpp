@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <utility>
 
 #include "api/error.h"
 
@@ -55,11 +56,14 @@ bool use_rowvec(const GradXProblem& p, const kernels::GemmKernels& k, Engine eng
 
 // Token chunks for `blocks` column blocks: enough for `want_items` items,
 // then a few more while that shares out unevenly (7 items on 2 workers take
-// as long as 8).
-int64_t chunks_for(int64_t want_items, int64_t blocks, int64_t workers) {
+// as long as 8); no more than the batch has tokens, all of equal size but
+// the last.
+int64_t chunks_for(int64_t want_items, int64_t blocks, int64_t workers, int64_t batch) {
   int64_t chunks = (want_items + blocks - 1) / blocks;
   while (blocks * chunks < 4 * workers && (blocks * chunks) % workers != 0) ++chunks;
-  return chunks;
+  chunks = std::min(chunks, batch);  // batch >= 1 (validated)
+  const int64_t tokens_per_chunk = (batch + chunks - 1) / chunks;
+  return (batch + tokens_per_chunk - 1) / tokens_per_chunk;
 }
 
 // A grad_y element packed costs about twice a weight element read (one
@@ -173,7 +177,10 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   const auto worker_count = static_cast<size_t>(plan.workers);
   if (blocks > worker_count) blocks = round_up(blocks, worker_count);
   // Too few blocks for the workers: split the tokens into chunks as well,
-  // or narrow the blocks further, whichever reads less (split_cost). Only
+  // or narrow the blocks further, or both, whichever reads less
+  // (split_cost); but first, whichever leaves fewer workers without an item
+  // (a small batch has few tokens to chunk: 1 token, K 7168 and 32 workers
+  // got 27 blocks of 266 columns before, now 32 of 224). Only
   // then: a column block of grad_x larger than the last-level cache costs
   // less than the extra chunks would (the scatter-add's look-ahead hides
   // grad_x's DRAM latency; measured: large-token without an 8 MiB cap per
@@ -185,22 +192,24 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // chunks instead of 8 x 16) 0.70-0.72x the time, with 32 0.84-0.86x;
   // 4096 tokens x 8 of 256 experts, K = N = 512, with 4, 8 and 16 workers
   // 0.91-0.93x, 0.81x and 0.78-0.80x.
+  auto chunks_of = [&](size_t b) { return chunks_for(want_items, static_cast<int64_t>(b), plan.workers, p.batch); };
   if (blocks < static_cast<size_t>(want_items)) {
-    double best =
-        split_cost(p, blocks, chunks_for(want_items, static_cast<int64_t>(blocks), plan.workers), row_unit);
+    // (workers left idle, cost): the smaller, the better.
+    auto rank = [&](size_t b) {
+      const int64_t items = static_cast<int64_t>(b) * chunks_of(b);
+      return std::pair(std::max<int64_t>(plan.workers - items, 0), split_cost(p, b, chunks_of(b), row_unit));
+    };
+    auto best = rank(blocks);
     for (size_t b = blocks + 1; b <= static_cast<size_t>(want_items); ++b) {
       const size_t nc = round_up((K + b - 1) / b, col_unit), actual = (K + nc - 1) / nc;
       if (nc < kNarrowestBlock) break;
-      const double cost =
-          split_cost(p, actual, chunks_for(want_items, static_cast<int64_t>(actual), plan.workers), row_unit);
-      if (cost < best) best = cost, blocks = actual;
+      if (const auto r = rank(actual); r < best) best = r, blocks = actual;
     }
   }
   plan.nc = round_up((K + blocks - 1) / blocks, col_unit);
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
-  plan.chunks = std::min<int64_t>(chunks_for(want_items, plan.col_blocks, plan.workers), p.batch);
+  plan.chunks = chunks_of(static_cast<size_t>(plan.col_blocks));
   plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
-  plan.chunks = (p.batch + plan.tokens_per_chunk - 1) / plan.tokens_per_chunk;
 
   // ms: room for twice the average rows an expert has in a chunk, so an
   // expert rarely needs a second slot (which would pack its weights again),

@@ -64,7 +64,7 @@ void print_human(const Info& info) {
   std::printf("  threads    %d\n", c.threads);
   char limit[64] = "no cgroup CPU limit";
   if (c.cpus.cgroup_limit) std::snprintf(limit, sizeof limit, "a cgroup CPU limit of %.2f", *c.cpus.cgroup_limit);
-  std::printf("  cpus       %lld in the affinity mask, %s: %lld usable, the default thread count\n",
+  std::printf("  cpus       %lld in the affinity mask, %s: %lld usable, the default without MOEGRAD_NUM_THREADS\n",
               static_cast<long long>(c.cpus.affinity), limit, static_cast<long long>(c.cpus.usable()));
   std::printf("  caches     L1d %s, L2 %s per core (the OS reports %s, %s; blocks are sized\n"
               "             for at most %s, %s)\n",

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/cgroup_cpu_limit.h"
 #include "runtime/usable_cpus.h"
@@ -41,11 +42,14 @@ class FakeRoot : public ::testing::Test {
   std::string root_;
 };
 
-// A line of /proc/self/mountinfo for a cgroup mount.
+// A line of /proc/self/mountinfo for a cgroup mount, with `optional` of
+// the optional fields (zero or more) that precede the " - " separator.
 std::string mount_line(int id, const std::string& root, const std::string& point, const std::string& fstype,
-                       const std::string& super_options) {
+                       const std::string& super_options, int optional = 1) {
+  std::string fields;
+  for (int i = 0; i < optional; ++i) fields += " shared:" + std::to_string(9 + i);
   return std::to_string(id) + " 23 0:" + std::to_string(id) + " " + root + " " + point +
-         " rw,nosuid,nodev,noexec,relatime shared:9 - " + fstype + " " + fstype + " " + super_options + "\n";
+         " rw,nosuid,nodev,noexec,relatime" + fields + " - " + fstype + " " + fstype + " " + super_options + "\n";
 }
 
 const std::string kV2Mount = mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate");
@@ -57,13 +61,18 @@ TEST_F(FakeRoot, V2LeafLimit) {
   EXPECT_EQ(limit(), 2.5);
 }
 
-// The kernel enforces every ancestor's limit too; "max" is no limit.
+// The kernel enforces every ancestor's limit too; "max" is no limit. The
+// tightest counts, wherever it is, but nothing above the mount point.
 TEST_F(FakeRoot, V2TighterParentLimit) {
   write("/proc/self/cgroup", "0::/a/b\n");
   write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cpu.max", "10000 100000\n");  // above the mount: not a cgroup
+  write("/cpu.max", "10000 100000\n");
   write("/sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
   write("/sys/fs/cgroup/a/cpu.max", "150000 100000\n");
   write("/sys/fs/cgroup/cpu.max", "800000 100000\n");
+  EXPECT_EQ(limit(), 1.5);
+  write("/sys/fs/cgroup/a/b/cpu.max", "400000 100000\n");  // looser than its parent
   EXPECT_EQ(limit(), 1.5);
   write("/sys/fs/cgroup/a/b/cpu.max", "50000 200000\n");
   EXPECT_EQ(limit(), 0.25);
@@ -90,8 +99,46 @@ TEST_F(FakeRoot, V2CgroupNamespaceRoot) {
 TEST_F(FakeRoot, V2MountOfANonRootCgroup) {
   write("/proc/self/cgroup", "0::/docker/abc/worker\n");
   write("/proc/self/mountinfo", mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
-  write("/sys/fs/cgroup/worker/cpu.max", "max 100000\n");
-  write("/sys/fs/cgroup/cpu.max", "300000 100000\n");
+  write("/sys/fs/cgroup/docker/abc/worker/cpu.max", "10000 100000\n");  // the path read as if from "/"
+  write("/sys/fs/cgroup/worker/cpu.max", "300000 100000\n");
+  write("/sys/fs/cgroup/cpu.max", "max 100000\n");
+  EXPECT_EQ(limit(), 3.0);
+}
+
+// The process in the very cgroup bound at the mount point (cgroup v1 in a
+// container: "cpu,cpuacct:/docker/abc", mounted with root /docker/abc).
+TEST_F(FakeRoot, V1ProcessAtTheMountRoot) {
+  write("/proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n");
+  write("/proc/self/mountinfo",
+        mount_line(32, "/docker/abc", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct", 0));
+  write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "75000\n");
+  write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "50000\n");
+  EXPECT_EQ(limit(), 1.5);
+}
+
+// A cgroup path may hold ':' (only the first two separate the fields), and
+// mountinfo lines may have no optional fields or several.
+TEST_F(FakeRoot, PathWithColonsAndOptionalFields) {
+  write("/proc/self/cgroup", "0::/svc:a/b:c\n");
+  for (int optional : {0, 3}) {
+    write("/proc/self/mountinfo", mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw", optional));
+    write("/sys/fs/cgroup/svc:a/cpu.max", "200000 100000\n");
+    EXPECT_EQ(limit(), 2.0) << optional << " optional fields";
+  }
+}
+
+// v1 and v2 limits belong to different hierarchies: a v1 cgroup's path is
+// not looked up in the v2 mount, nor the other way round.
+TEST_F(FakeRoot, EachPathInItsOwnHierarchy) {
+  write("/proc/self/cgroup", "4:cpu:/v1only\n0::/v2only\n");
+  write("/proc/self/mountinfo", mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + mount_line(33, "/", "/cg2", "cgroup2", "rw"));
+  write("/cg2/v1only/cpu.max", "10000 100000\n");
+  write("/cg1/v2only/cpu.cfs_quota_us", "10000\n");
+  write("/cg1/v2only/cpu.cfs_period_us", "100000\n");
+  EXPECT_EQ(limit(), std::nullopt);
+  write("/cg2/v2only/cpu.max", "300000 100000\n");
+  write("/cg1/v1only/cpu.cfs_quota_us", "400000\n");
+  write("/cg1/v1only/cpu.cfs_period_us", "100000\n");
   EXPECT_EQ(limit(), 3.0);
 }
 
@@ -138,12 +185,14 @@ TEST_F(FakeRoot, V1CpuController) {
 }
 
 // A controller list that merely contains "cpu" in a name is not the cpu
-// controller (cpuset, cpuacct alone).
+// controller (cpuset, cpuacct alone), neither in /proc/self/cgroup nor in
+// a mount's options.
 TEST_F(FakeRoot, V1OtherCpuControllersAreNotLimits) {
   write("/proc/self/cgroup", "3:cpuset:/a\n2:cpuacct:/a\n");
   write("/proc/self/mountinfo", mount_line(34, "/", "/sys/fs/cgroup/cpuset", "cgroup", "rw,cpuset") +
-                                    mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct"));
-  for (const char* dir : {"/sys/fs/cgroup/cpuset/a", "/sys/fs/cgroup/cpuacct/a"}) {
+                                    mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct") +
+                                    mount_line(32, "/", "/sys/fs/cgroup/cpu", "cgroup", "rw,cpu"));
+  for (const char* dir : {"/sys/fs/cgroup/cpuset/a", "/sys/fs/cgroup/cpuacct/a", "/sys/fs/cgroup/cpu/a"}) {
     write(std::string(dir) + "/cpu.cfs_quota_us", "100000\n");
     write(std::string(dir) + "/cpu.cfs_period_us", "100000\n");
   }
@@ -155,7 +204,11 @@ TEST_F(FakeRoot, UnreadableOrMalformedFilesGiveNoLimit) {
   write("/proc/self/cgroup", "0::/a\n");
   EXPECT_EQ(limit(), std::nullopt);  // no mountinfo
   write("/proc/self/mountinfo", "garbage\n" + kV2Mount);
-  for (const char* bad : {"", "max", "100000", "-5 100000", "100000 0", "1e5 100000", "100000 100000 7", "0 100000"}) {
+  const std::string huge(400, '9');  // beyond a double: not a limit
+  const std::vector<std::string> bad_values{"",         "max",           "100000",          "-5 100000",
+                                            "100000 0", "1e5 100000",    "100000 100000 7", "0 100000",
+                                            huge + " 100000", "100000 " + huge};
+  for (const std::string& bad : bad_values) {
     write("/sys/fs/cgroup/a/cpu.max", bad);
     EXPECT_EQ(limit(), std::nullopt) << "cpu.max '" << bad << "'";
   }

@@ -219,7 +219,7 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   EXPECT_EQ(human.exit_code, 0) << human.err;
   for (const char* needle :
        {"moegrad 0.1.0\n", "  isa        scalar (this CPU runs: scalar", "  threads    3\n",
-        " in the affinity mask, ", " usable, the default thread count\n",
+        " in the affinity mask, ", " usable, the default without MOEGRAD_NUM_THREADS\n",
         "  caches     L1d 32 KiB, L2 256 KiB per core", "  engine     packed\n",
         "  env        MOEGRAD_NUM_THREADS=3 MOEGRAD_ISA=scalar MOEGRAD_ENGINE=packed MOEGRAD_L1D_BYTES=32768 "
         "MOEGRAD_L2_BYTES=262144\n",

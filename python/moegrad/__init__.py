@@ -50,7 +50,8 @@ def info(context=None):
     it (without the oneDNN keys, which belong to the benchmark): version,
     cpu, isa (the path the context runs), isa_available, avx512_bf16,
     threads, affinity_cpus, cgroup_cpu_limit (None when none) and
-    usable_cpus (the default thread count they give), engine,
+    usable_cpus (the thread count they give without MOEGRAD_NUM_THREADS),
+    engine,
     l1d_bytes/l2_bytes (the per-core caches the blocks are
     fitted to), os_l1d_bytes/os_l2_bytes (what the OS reports; None when
     nothing), environment (the MOEGRAD_* variables, None when unset) and

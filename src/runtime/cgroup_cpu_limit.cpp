@@ -1,6 +1,7 @@
 #include "runtime/cgroup_cpu_limit.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -40,10 +41,13 @@ std::string unescape(const std::string& s) {
   return out;
 }
 
-// A whole non-negative decimal number, or nullopt.
+// A whole non-negative decimal number that a double holds (finite), or
+// nullopt.
 std::optional<double> number(const std::string& s) {
   if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-  return std::strtod(s.c_str(), nullptr);
+  const double v = std::strtod(s.c_str(), nullptr);
+  if (!std::isfinite(v)) return std::nullopt;
+  return v;
 }
 
 std::string trimmed(const std::string& s) {
@@ -152,9 +156,10 @@ std::optional<double> cgroup_cpu_limit(const std::string& root) {
     const std::optional<std::string> cgroup = read_file(root + "/proc/self/cgroup");
     const std::optional<std::string> mountinfo = read_file(root + "/proc/self/mountinfo");
     if (!cgroup || !mountinfo) return std::nullopt;
+    const std::vector<Mount> all = mounts(*mountinfo);
     std::optional<double> best;
     for (const Hierarchy& h : hierarchies(*cgroup)) {
-      for (const Mount& m : mounts(*mountinfo)) {
+      for (const Mount& m : all) {
         if (m.v2 != h.v2) continue;
         if (const std::optional<double> l = tightest(root, m, h.path)) best = std::min(best.value_or(*l), *l);
       }

@@ -13,7 +13,8 @@ namespace moegrad::runtime {
 
 // quota / period of the tightest CPU bandwidth limit on the cgroup this
 // process is in or on one of its ancestors up to the root of the mounted
-// hierarchy: cgroup v2's cpu.max, the v1 cpu controller's cpu.cfs_quota_us
+// hierarchy (limits above it, as on a container's parents outside its
+// cgroup namespace, cannot be seen): cgroup v2's cpu.max, the v1 cpu controller's cpu.cfs_quota_us
 // and cpu.cfs_period_us. nullopt where no limit is set, or none can be read
 // (no /proc, no cgroup mounted, a cgroup outside the mount). `root` is put
 // before every path it reads (/proc/self/cgroup, /proc/self/mountinfo and

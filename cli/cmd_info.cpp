@@ -3,8 +3,9 @@
 // context picks and those this CPU can run, the thread count and the CPUs
 // its default comes from, the cache sizes the blocks are fitted to (and what
 // the OS reports), the GEMM engine, the MOEGRAD_* variables set, and whether
-// `moegrad bench` can load its oneDNN baseline. Everything comes from a context created as any user's
-// would be, so a malformed variable fails here exactly as it would there.
+// `moegrad bench` can load its oneDNN baseline. Everything comes from a
+// context created as any user's would be, so a malformed variable fails here
+// exactly as it would there.
 #include <moegrad/moegrad.h>
 
 #include <cstdio>

@@ -155,7 +155,7 @@ TEST(Context, DefaultThreadsFollowTheAffinityMask) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
   const std::vector<int> cpus = moegrad::test::allowed_cpus();
   if (cpus.empty()) GTEST_SKIP() << "the affinity mask cannot be read";
-  // A cgroup CPU limit below 2 CPUs narrows the count further
+  // A cgroup CPU limit of at most 1 CPU narrows the count to 1
   // (cgroup_cpu_limit_test, cgroup_limit_test.sh).
   const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();
   for (size_t n = 1; n <= std::min<size_t>(2, cpus.size()); ++n) {

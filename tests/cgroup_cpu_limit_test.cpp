@@ -37,6 +37,12 @@ class FakeRoot : public ::testing::Test {
     std::ofstream(p) << text;
   }
 
+  // A v1 cgroup directory's quota and period (microseconds).
+  void write_v1(const std::string& dir, const std::string& quota, const std::string& period = "100000") {
+    write(dir + "/cpu.cfs_quota_us", quota + "\n");
+    write(dir + "/cpu.cfs_period_us", period + "\n");
+  }
+
   std::optional<double> limit() const { return cgroup_cpu_limit(root_); }
 
   std::string root_;
@@ -111,8 +117,7 @@ TEST_F(FakeRoot, V1ProcessAtTheMountRoot) {
   write("/proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n");
   write("/proc/self/mountinfo",
         mount_line(32, "/docker/abc", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct", 0));
-  write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "75000\n");
-  write("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "50000\n");
+  write_v1("/sys/fs/cgroup/cpu,cpuacct", "75000", "50000");
   EXPECT_EQ(limit(), 1.5);
 }
 
@@ -133,12 +138,10 @@ TEST_F(FakeRoot, EachPathInItsOwnHierarchy) {
   write("/proc/self/cgroup", "4:cpu:/v1only\n0::/v2only\n");
   write("/proc/self/mountinfo", mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + mount_line(33, "/", "/cg2", "cgroup2", "rw"));
   write("/cg2/v1only/cpu.max", "10000 100000\n");
-  write("/cg1/v2only/cpu.cfs_quota_us", "10000\n");
-  write("/cg1/v2only/cpu.cfs_period_us", "100000\n");
+  write_v1("/cg1/v2only", "10000");
   EXPECT_EQ(limit(), std::nullopt);
   write("/cg2/v2only/cpu.max", "300000 100000\n");
-  write("/cg1/v1only/cpu.cfs_quota_us", "400000\n");
-  write("/cg1/v1only/cpu.cfs_period_us", "100000\n");
+  write_v1("/cg1/v1only", "400000");
   EXPECT_EQ(limit(), 3.0);
 }
 
@@ -172,15 +175,12 @@ TEST_F(FakeRoot, V1CpuController) {
   write("/proc/self/mountinfo", mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
                                     mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
                                     mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
-  write("/sys/fs/cgroup/memory/job/cpu.cfs_quota_us", "100000\n");  // not the cpu hierarchy
-  write("/sys/fs/cgroup/memory/job/cpu.cfs_period_us", "100000\n");
-  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_quota_us", "-1\n");
-  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_period_us", "100000\n");
+  write_v1("/sys/fs/cgroup/memory/job", "100000");  // not the cpu hierarchy
+  write_v1("/sys/fs/cgroup/cpu,cpuacct/job/step", "-1");
   EXPECT_EQ(limit(), std::nullopt);
-  write("/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_quota_us", "350000\n");
-  write("/sys/fs/cgroup/cpu,cpuacct/job/cpu.cfs_period_us", "100000\n");
+  write_v1("/sys/fs/cgroup/cpu,cpuacct/job", "350000");
   EXPECT_EQ(limit(), 3.5);
-  write("/sys/fs/cgroup/cpu,cpuacct/job/step/cpu.cfs_quota_us", "50000\n");
+  write_v1("/sys/fs/cgroup/cpu,cpuacct/job/step", "50000");
   EXPECT_EQ(limit(), 0.5);
 }
 
@@ -193,8 +193,7 @@ TEST_F(FakeRoot, V1OtherCpuControllersAreNotLimits) {
                                     mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct") +
                                     mount_line(32, "/", "/sys/fs/cgroup/cpu", "cgroup", "rw,cpu"));
   for (const char* dir : {"/sys/fs/cgroup/cpuset/a", "/sys/fs/cgroup/cpuacct/a", "/sys/fs/cgroup/cpu/a"}) {
-    write(std::string(dir) + "/cpu.cfs_quota_us", "100000\n");
-    write(std::string(dir) + "/cpu.cfs_period_us", "100000\n");
+    write_v1(dir, "100000");
   }
   EXPECT_EQ(limit(), std::nullopt);
 }

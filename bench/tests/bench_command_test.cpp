@@ -456,7 +456,7 @@ TEST(BenchCommand, ThreadsBeyondTheAllowedCpusAreNoted) {
       << two.out;
   ASSERT_EQ(two_json.status, 0) << two_json.err;
   EXPECT_NE(two_json.err.find("moegrad: note: " + shared), std::string::npos) << two_json.err;
-  const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();  // below 2: they do share
+  const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();  // <= 1 CPU: they do share
   if (cpus.size() >= 2 && (!limit || *limit > 1)) {
     Captured own;
     ASSERT_TRUE(moegrad::test::run_pinned({cpus[0], cpus[1]}, [&] {

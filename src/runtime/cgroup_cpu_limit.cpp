@@ -25,6 +25,12 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
+// Whether the comma-separated `list` has `item` as one of its entries.
+bool lists(const std::string& list, const char* item) {
+  const std::vector<std::string> entries = split(list, ',');
+  return std::find(entries.begin(), entries.end(), item) != entries.end();
+}
+
 bool is_octal(char c) { return c >= '0' && c <= '7'; }
 
 // mountinfo writes a space, tab, newline or backslash in a path as \ooo.
@@ -55,6 +61,19 @@ std::string trimmed(const std::string& s) {
   return end == std::string::npos ? std::string() : s.substr(0, end + 1);
 }
 
+// quota / period when both are positive numbers; "max" (v2) and -1 (v1),
+// no limit, are not.
+std::optional<double> ratio(const std::string& quota_text, const std::string& period_text) {
+  const std::optional<double> quota = number(quota_text), period = number(period_text);
+  if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
+  return *quota / *period;
+}
+
+// Keeps in *best the smaller of it and `limit`, where there is one.
+void keep_tightest(std::optional<double>* best, const std::optional<double>& limit) {
+  if (limit) *best = std::min(best->value_or(*limit), *limit);
+}
+
 // A cgroup hierarchy this process belongs to: v2, or v1 with the cpu
 // controller.
 struct Hierarchy {
@@ -80,9 +99,8 @@ std::vector<Hierarchy> hierarchies(const std::string& text) {
     const std::string id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (id == "0" && controllers.empty()) {
       out.push_back({true, path});
-    } else {
-      const std::vector<std::string> names = split(controllers, ',');
-      if (std::find(names.begin(), names.end(), "cpu") != names.end()) out.push_back({false, path});
+    } else if (lists(controllers, "cpu")) {
+      out.push_back({false, path});
     }
   }
   return out;
@@ -93,13 +111,14 @@ std::vector<Mount> mounts(const std::string& text) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     // ID parent major:minor root point options [optional...] - fstype source super-options
+    // (the first "-" after the six fixed fields: a path or an optional field
+    // is never "-" alone)
     const std::vector<std::string> f = split(line, ' ');
-    const auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || f.end() - dash < 4) continue;
+    const auto dash = f.size() > 6 ? std::find(f.begin() + 6, f.end(), "-") : f.end();
+    if (dash == f.end() || f.end() - dash < 4) continue;
     const std::string& fstype = dash[1];
-    const std::vector<std::string> options = split(dash[3], ',');
-    const bool v1_cpu = fstype == "cgroup" && std::find(options.begin(), options.end(), "cpu") != options.end();
-    if (fstype == "cgroup2" || v1_cpu) out.push_back({fstype == "cgroup2", unescape(f[3]), unescape(f[4])});
+    const bool v2 = fstype == "cgroup2";
+    if (v2 || (fstype == "cgroup" && lists(dash[3], "cpu"))) out.push_back({v2, unescape(f[3]), unescape(f[4])});
   }
   return out;
 }
@@ -110,17 +129,11 @@ std::optional<double> limit_at(const std::string& dir, bool v2) {
     const std::optional<std::string> max = read_file(dir + "/cpu.max");  // "max 100000" or "150000 100000"
     if (!max) return std::nullopt;
     const std::vector<std::string> f = split(trimmed(*max), ' ');
-    if (f.size() != 2) return std::nullopt;
-    const std::optional<double> quota = number(f[0]), period = number(f[1]);
-    if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
-    return *quota / *period;
+    return f.size() == 2 ? ratio(f[0], f[1]) : std::nullopt;
   }
-  const std::optional<std::string> q = read_file(dir + "/cpu.cfs_quota_us");  // -1: none
-  const std::optional<std::string> p = read_file(dir + "/cpu.cfs_period_us");
-  if (!q || !p) return std::nullopt;
-  const std::optional<double> quota = number(trimmed(*q)), period = number(trimmed(*p));
-  if (!quota || !period || *quota <= 0 || *period <= 0) return std::nullopt;
-  return *quota / *period;
+  const std::optional<std::string> quota = read_file(dir + "/cpu.cfs_quota_us");  // -1: none
+  const std::optional<std::string> period = read_file(dir + "/cpu.cfs_period_us");
+  return quota && period ? ratio(trimmed(*quota), trimmed(*period)) : std::nullopt;
 }
 
 // The tightest limit from the cgroup `path` of the hierarchy mounted at `m`
@@ -143,7 +156,7 @@ std::optional<double> tightest(const std::string& root, const Mount& m, const st
   std::optional<double> best;
   for (;;) {
     while (!rel.empty() && rel.back() == '/') rel.pop_back();
-    if (const std::optional<double> l = limit_at(root + m.point + rel, m.v2)) best = std::min(best.value_or(*l), *l);
+    keep_tightest(&best, limit_at(root + m.point + rel, m.v2));
     if (rel.empty()) return best;
     rel.erase(rel.rfind('/'));
   }
@@ -161,7 +174,7 @@ std::optional<double> cgroup_cpu_limit(const std::string& root) {
     for (const Hierarchy& h : hierarchies(*cgroup)) {
       for (const Mount& m : all) {
         if (m.v2 != h.v2) continue;
-        if (const std::optional<double> l = tightest(root, m, h.path)) best = std::min(best.value_or(*l), *l);
+        keep_tightest(&best, tightest(root, m, h.path));
       }
     }
     return best;

@@ -177,14 +177,15 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   const auto worker_count = static_cast<size_t>(plan.workers);
   if (blocks > worker_count) blocks = round_up(blocks, worker_count);
   // Too few blocks for the workers: split the tokens into chunks as well,
-  // or narrow the blocks further, or both, whichever reads less
-  // (split_cost); but first, whichever leaves fewer workers without an item
-  // (a small batch has few tokens to chunk: 1 token, K 7168 and 32 workers
-  // got 27 blocks of 266 columns before, now 32 of 224). Only
-  // then: a column block of grad_x larger than the last-level cache costs
-  // less than the extra chunks would (the scatter-add's look-ahead hides
-  // grad_x's DRAM latency; measured: large-token without an 8 MiB cap per
-  // chunk 0.96x the time, at 4x its batch 0.94x). Narrowing changes no plan
+  // or narrow the blocks further, or both. First by the workers a split
+  // leaves without an item (a small batch has few tokens to chunk: with 1
+  // token, K 7168 and 32 workers, 32 blocks of 224 columns, where the cost
+  // alone chose 27 of 266), then by what it reads (split_cost). Chunks only
+  // where blocks are too few: a column block of grad_x larger than the
+  // last-level cache costs less than the extra chunks would (the
+  // scatter-add's look-ahead hides grad_x's DRAM latency; measured:
+  // large-token without an 8 MiB cap per chunk 0.96x the time, at 4x its
+  // batch 0.94x). Narrowing changes no plan
   // of zmoe, large-token or fine-grained with 1 or 2 threads; with more
   // workers it does. Measured with that many workers time-sliced on the
   // 2-core Zen 4 (the work a plan implies, not its scaling), fused only,
@@ -196,8 +197,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   if (blocks < static_cast<size_t>(want_items)) {
     // (workers left idle, cost): the smaller, the better.
     auto rank = [&](size_t b) {
-      const int64_t items = static_cast<int64_t>(b) * chunks_of(b);
-      return std::pair(std::max<int64_t>(plan.workers - items, 0), split_cost(p, b, chunks_of(b), row_unit));
+      const int64_t chunks = chunks_of(b), items = static_cast<int64_t>(b) * chunks;
+      return std::pair(std::max<int64_t>(plan.workers - items, 0), split_cost(p, b, chunks, row_unit));
     };
     auto best = rank(blocks);
     for (size_t b = blocks + 1; b <= static_cast<size_t>(want_items); ++b) {

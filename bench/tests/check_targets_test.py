@@ -1,0 +1,189 @@
+#!/usr/bin/python3
+"""bench/check_targets.py on made-up runs: every figure below is chosen by
+hand, and each expected ratio and verdict is worked out in its comment from
+issue 3's targets, not taken from the script."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "check_targets.py")
+LINE = re.compile(r"^(PASS|MISS|n/a) +(\S+) +(.*?): (?:(\d+\.\d+)x \((?:>=|<=) [\d.]+x\)|(.*))$")
+
+
+def row(shape, dtype, mode, threads, path, ms=None, gflops=None, workspace=None, batch=2048, top_k=4):
+    return {"shape": shape, "batch": batch, "top_k": top_k, "experts": 60, "k": 7168, "n": 2048, "dtype": dtype,
+            "mode": mode, "threads": threads, "path": path, "ms": ms, "ms_min": ms, "ms_max": ms, "gflops": gflops,
+            "workspace_bytes": workspace, "peak_rss_bytes": None}
+
+
+def peak(threads, gflops):
+    r = row(None, None, None, threads, "fma-peak", gflops=gflops, batch=None, top_k=None)
+    r.update(experts=None, k=None, n=None)
+    return r
+
+
+# zmoe: L = 2048 * 4 = 8192, so the workspace cap is 8 * 8192 + 4 MiB = 4259840 bytes.
+CAP = 8 * 8192 + (4 << 20)
+MIXED = [
+    peak(1, 100.0),
+    peak(2, 200.0),
+    row("zmoe", "f32", "exact", 1, "fused", ms=100.0, gflops=91.0, workspace=CAP),  # workspace exactly at the cap
+    row("zmoe", "f32", "exact", 1, "onednn-nonfused", ms=104.0, gflops=87.5, workspace=1),
+    row("zmoe", "f32", "exact", 2, "fused", ms=52.0, gflops=179.0, workspace=CAP + 1),
+    row("zmoe", "f32", "exact", 2, "onednn-nonfused", ms=60.0, gflops=150.0, workspace=1),
+    row("zmoe", "bf16", "exact", 1, "fused", ms=105.0, gflops=87.0, workspace=1000),
+    row("zmoe", "bf16", "exact", 2, "fused", ms=60.0, gflops=150.0, workspace=1000),
+    row("zmoe", "bf16", "fast-bf16", 1, "fused", ms=50.0, gflops=180.0, workspace=1000),
+    row("zmoe", "bf16", "fast-bf16", 2, "fused", ms=30.0, gflops=300.0, workspace=1000),
+    row("zmoe", "bf16", "exact", 1, "onednn-nonfused", ms=50.0, gflops=180.0, workspace=1),
+    row("zmoe", "bf16", "exact", 2, "onednn-nonfused", ms=29.0, gflops=310.0, workspace=1),
+    row("zmoe", "f16", "exact", 1, "onednn-nonfused"),  # oneDNN could not run f16: a null row
+    # A shape of the user's: no peak target; no oneDNN time; no 1-thread row.
+    row("64,2,4,64,32", "f32", "exact", 2, "fused", ms=1.0, gflops=10.0, workspace=100, batch=64, top_k=2),
+    row("64,2,4,64,32", "f32", "exact", 2, "onednn-nonfused", batch=64, top_k=2),
+    row("64,2,4,64,32", "f32", "exact", 2, "nonfused", ms=2.0, gflops=5.0, workspace=200, batch=64, top_k=2),
+]
+
+
+def run(payload):
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    p = subprocess.run([sys.executable, SCRIPT, "-"], input=text, capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def verdicts(stdout):
+    """{(target, what): (verdict, value or None)} from every check line."""
+    out = {}
+    for line in stdout.splitlines()[:-1]:
+        m = LINE.match(line)
+        assert m, f"unexpected line: {line!r}"
+        key = (m.group(2), m.group(3))
+        assert key not in out, f"checked twice: {line!r}"
+        out[key] = (m.group(1), float(m.group(4)) if m.group(4) else None)
+    return out
+
+
+class CheckTargets(unittest.TestCase):
+    def test_each_target_met_or_missed_as_worked_out(self):
+        status, stdout, stderr = run(MIXED)
+        self.assertEqual(stderr, "")
+        got = verdicts(stdout)
+        expected = {
+            # 91 / 100 = 0.910 >= 0.90; 179 / 200 = 0.895 < 0.90
+            ("peak", "zmoe f32 t=1 fused/fma-peak"): ("PASS", 0.910),
+            ("peak", "zmoe f32 t=2 fused/fma-peak"): ("MISS", 0.895),
+            # 100 / 104 = 0.962 > 0.95; 52 / 60 = 0.867
+            ("vs-onednn", "zmoe f32 t=1 fused/oneDNN time"): ("MISS", 0.962),
+            ("vs-onednn", "zmoe f32 t=2 fused/oneDNN time"): ("PASS", 0.867),
+            ("vs-onednn", "64,2,4,64,32 f32 t=2"): ("n/a", None),
+            # 87 / 91 = 0.956; 150 / 179 = 0.838
+            ("half-rate", "zmoe bf16 t=1 GFLOP/s / f32's"): ("PASS", 0.956),
+            ("half-rate", "zmoe bf16 t=2 GFLOP/s / f32's"): ("MISS", 0.838),
+            # 50 / 50 = 1.000, at the bound; 30 / 29 = 1.034
+            ("fast-bf16", "zmoe bf16 fast-bf16 t=1 fused/oneDNN bf16 time"): ("PASS", 1.000),
+            ("fast-bf16", "zmoe bf16 fast-bf16 t=2 fused/oneDNN bf16 time"): ("MISS", 1.034),
+            # 100 / 52 = 1.923
+            ("threads", "zmoe f32 fused 1-thread/2-thread time"): ("PASS", 1.923),
+            ("threads", "64,2,4,64,32 f32 t=2"): ("n/a", None),
+            # CAP / CAP = 1.000; (CAP + 1) / CAP prints 1.000 but is over the cap
+            ("workspace", "zmoe f32 t=1 workspace/(8*L + 4 MiB)"): ("PASS", 1.000),
+            ("workspace", "zmoe f32 t=2 workspace/(8*L + 4 MiB)"): ("MISS", 1.000),
+            # 1000 / CAP = 0.000235; the user's shape: 100 / (8 * 128 + 4 MiB) = 0.0000238
+            ("workspace", "zmoe bf16 t=1 workspace/(8*L + 4 MiB)"): ("PASS", 0.000),
+            ("workspace", "zmoe bf16 t=2 workspace/(8*L + 4 MiB)"): ("PASS", 0.000),
+            ("workspace", "zmoe bf16 fast-bf16 t=1 workspace/(8*L + 4 MiB)"): ("PASS", 0.000),
+            ("workspace", "zmoe bf16 fast-bf16 t=2 workspace/(8*L + 4 MiB)"): ("PASS", 0.000),
+            ("workspace", "64,2,4,64,32 f32 t=2 workspace/(8*L + 4 MiB)"): ("PASS", 0.000),
+        }
+        self.assertEqual(set(got), set(expected))
+        for key, (verdict, value) in expected.items():
+            self.assertEqual(got[key][0], verdict, key)
+            if value is not None:
+                self.assertAlmostEqual(got[key][1], value, places=3, msg=key)
+        # 11 PASS and 5 MISS lines above; n/a lines are not counted.
+        self.assertEqual(stdout.splitlines()[-1], "11 of 16 checks met, 5 missed")
+        self.assertEqual(status, 1)
+        # Grouped by target, in the order of the module's docstring.
+        order = [LINE.match(line).group(2) for line in stdout.splitlines()[:-1]]
+        ranks = ["peak", "vs-onednn", "half-rate", "fast-bf16", "threads", "workspace"]
+        self.assertEqual(order, sorted(order, key=ranks.index))
+
+    def test_every_target_met_exits_zero(self):
+        rows = [peak(1, 100.0),
+                row("large-token", "f32", "exact", 1, "fused", ms=10.0, gflops=81.0, workspace=1),
+                row("large-token", "f32", "exact", 1, "onednn-nonfused", ms=20.0, gflops=40.0, workspace=1)]
+        status, stdout, _ = run(rows)
+        # 81 / 100 = 0.81 >= 0.80 (large-token's bound); 10 / 20 = 0.5; workspace 1 byte
+        self.assertEqual(verdicts(stdout), {
+            ("peak", "large-token f32 t=1 fused/fma-peak"): ("PASS", 0.810),
+            ("vs-onednn", "large-token f32 t=1 fused/oneDNN time"): ("PASS", 0.500),
+            ("workspace", "large-token f32 t=1 workspace/(8*L + 4 MiB)"): ("PASS", 0.000)})
+        self.assertEqual(stdout.splitlines()[-1], "3 of 3 checks met")
+        self.assertEqual(status, 0)
+
+    def test_bounds_of_each_shape(self):
+        rows = [peak(1, 100.0), peak(3, 300.0),
+                row("fine-grained", "f32", "exact", 1, "fused", ms=10.0, gflops=74.9),
+                row("fine-grained", "f32", "exact", 2, "fused", ms=5.5, gflops=136.2),
+                row("fine-grained", "f32", "exact", 3, "fused", ms=4.0, gflops=231.0),
+                row("fine-grained", "f16", "exact", 1, "fused", ms=10.7, gflops=70.25),
+                row("fine-grained", "bf16", "fast-bf16", 1, "fused", ms=10.0, gflops=75.0),
+                row("fine-grained", "bf16", "exact", 1, "onednn-nonfused", ms=5.0, gflops=150.0),
+                row("large-token", "f32", "exact", 1, "fused", ms=18.5, gflops=78.0),
+                row("large-token", "f32", "exact", 2, "fused", ms=10.0, gflops=144.3)]
+        status, stdout, _ = run(rows)
+        self.assertEqual(verdicts(stdout), {
+            # 74.9 / 100 = 0.749 < 0.75; no 2-thread fma-peak row; 231 / 300 = 0.770 >= 0.75
+            ("peak", "fine-grained f32 t=1 fused/fma-peak"): ("MISS", 0.749),
+            ("peak", "fine-grained f32 t=2"): ("n/a", None),
+            ("peak", "fine-grained f32 t=3 fused/fma-peak"): ("PASS", 0.770),
+            # 78 / 100 = 0.780 < 0.80 (large-token's bound)
+            ("peak", "large-token f32 t=1 fused/fma-peak"): ("MISS", 0.780),
+            ("peak", "large-token f32 t=2"): ("n/a", None),
+            # no oneDNN rows at all
+            ("vs-onednn", "fine-grained f32 t=1"): ("n/a", None),
+            ("vs-onednn", "fine-grained f32 t=2"): ("n/a", None),
+            ("vs-onednn", "fine-grained f32 t=3"): ("n/a", None),
+            ("vs-onednn", "large-token f32 t=1"): ("n/a", None),
+            ("vs-onednn", "large-token f32 t=2"): ("n/a", None),
+            # 70.25 / 74.9 = 0.938 < 0.95
+            ("half-rate", "fine-grained f16 t=1 GFLOP/s / f32's"): ("MISS", 0.938),
+            # the fast bf16 target is for zmoe and large-token only: nothing for fine-grained
+            # 10 / 5.5 = 1.818 < 1.85; 18.5 / 10 = 1.850, at the bound
+            ("threads", "fine-grained f32 fused 1-thread/2-thread time"): ("MISS", 1.818),
+            ("threads", "large-token f32 fused 1-thread/2-thread time"): ("PASS", 1.850)})
+        self.assertEqual(stdout.splitlines()[-1], "2 of 6 checks met, 4 missed")
+        self.assertEqual(status, 1)
+
+    def test_input_that_is_not_one_run_is_refused(self):
+        duplicate = [peak(1, 1.0), row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0),
+                     row("zmoe", "f32", "exact", 1, "fused", ms=2.0, gflops=1.0)]
+        no_path = [{"shape": "zmoe", "threads": 1}]
+        cases = {
+            "not JSON": ("moegrad bench: fused grad-x", "not JSON"),
+            "an object": ({"path": "fused"}, "not a JSON array of objects"),
+            "no rows": ([], "no measured path"),
+            "only the peak": ([peak(1, 1.0)], "no measured path"),
+            "two runs": (duplicate, "two rows for zmoe f32 exact 1 fused"),
+            "a field missing": (no_path, "a row has no 'path' field"),
+        }
+        for name, (payload, message) in cases.items():
+            with self.subTest(name):
+                status, stdout, stderr = run(payload)
+                self.assertEqual(status, 2)
+                self.assertEqual(stdout, "")
+                self.assertRegex(stderr, r"^check_targets: error: -: .*" + re.escape(message))
+
+    def test_unreadable_file(self):
+        p = subprocess.run([sys.executable, SCRIPT, "/nonexistent/run.json"], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("check_targets: error: /nonexistent/run.json:", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -159,6 +159,12 @@ export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 "$cc" -std=c99 -Wall -Wextra -Wpedantic -Werror -DEXPECTED_VERSION="\"$version\"" \
   "$source/tests/install/consumer/consumer.c" $(pkg-config --cflags --libs moegrad) -lm -o "$tmp/consumer_pc"
 LD_LIBRARY_PATH=$prefix/$libdir "$tmp/consumer_pc"
+# examples/grad_x.c with the command its header comment gives.
+# shellcheck disable=SC2046
+"$cc" -std=c11 -Wall -Wextra -Wpedantic -Werror "$source/examples/grad_x.c" $(pkg-config --cflags --libs moegrad) \
+  -o "$tmp/grad_x_example"
+LD_LIBRARY_PATH=$prefix/$libdir "$tmp/grad_x_example" > "$tmp/grad_x_example.out" ||
+  fail "examples/grad_x.c built through pkg-config: $(cat "$tmp/grad_x_example.out")"
 # The archive by hand, as the README gives it: a C program needs the C++
 # runtime and threads beside it.
 # shellcheck disable=SC2046

@@ -157,8 +157,11 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
 
 def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, row_idx_type=0, out=None,
                           context=None):
-    """The non-fused scatter-add: grad_x[b] = sum of the rows of grad_expanded_x
-    that belong to token b, in ascending row order. Returns float32 [batch, K]."""
+    """The non-fused scatter-add (the backward of moe_init_routing):
+    grad_x[b] = the sum of the rows of grad_expanded_x [M, K] that belong to
+    token b, in ascending row order; expanded_row_idx and row_idx_type as
+    for grad_x. After grouped_matmul(grad_y, weight^T) in float32 it gives
+    grad_x's exact bits. Returns float32 [batch, K] (or writes `out`)."""
     grad_expanded_x = _arrays.as_array(grad_expanded_x, "grad_expanded_x")
     expanded_row_idx = _arrays.as_array(expanded_row_idx, "expanded_row_idx")
     batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
@@ -172,9 +175,32 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
 
 def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_idx_type=0,
            group_list_type="count", out=None, context=None):
-    """The fused input gradient (moe_init_routing_grouped_matmul_grad):
-    grad_x[b, k] = sum over the rows i of token b of grad_y[i] . weight[g(i), k],
-    without materialising d_expanded_x. Returns float32 [batch, K]."""
+    """The fused input gradient of the expert layer
+    (moe_init_routing_grouped_matmul_grad):
+
+        grad_x[b, k] = sum over the expanded rows i of token b (ascending i)
+                         of sum_n grad_y[i, n] * weight[g(i), k, n]
+
+    without materialising d_expanded_x = grad_y @ weight^T. The bits are the
+    same for every thread count, ISA path and input layout.
+
+    grad_y: [M, N]; weight: [G, K, N], same dtype (float32, float16, or
+    bfloat16 as torch tensors); any strides.
+    expanded_row_idx: int32 or int64. row_idx_type 0: [L >= M], the original
+    position p = b*top_k + j of each expanded row (-1: a padding row, whose
+    gradient is dropped). row_idx_type 1: [L <= batch*top_k], the expanded
+    row of each original position (-1: a dropped slot).
+    group_list: [G] int32 or int64, the rows of each expert
+    (group_list_type "count") or their running totals ("cumsum"); expert g
+    owns the expanded rows that follow expert g-1's.
+    out: a float32 [batch, K] array or tensor to write instead of a new one.
+    context: a moegrad.Context (threads, ISA path, fast bf16), or None for the
+    default one.
+
+    Returns grad_x, float32 [batch, K], in grad_y's framework (numpy or
+    torch); a token with no rows gets +0.0. Bad input raises moegrad.Error
+    (a ValueError with .status), or TypeError for an argument of the wrong
+    kind, and writes nothing."""
     grad_y, weight, expanded_row_idx, group_list = (
         _arrays.as_array(a, n) for a, n in ((grad_y, "grad_y"), (weight, "weight"),
                                             (expanded_row_idx, "expanded_row_idx"), (group_list, "group_list")))

@@ -64,12 +64,11 @@ ORDER = ("peak", "vs-onednn", "half-rate", "fast-bf16", "threads", "workspace")
 
 
 class Checks:
-    """The verdicts, printed grouped by target, shapes in the run's order."""
+    """The verdicts, printed grouped by target, rows in the run's order."""
 
     def __init__(self):
-        self.entries = []  # (target's rank, position of the row, line)
+        self.entries = []  # (target's rank, line), in the run's order
         self.met = self.missed = 0
-        self.at = 0
 
     def ratio(self, name, what, value, bound, at_least):
         ok = value >= bound if at_least else value <= bound
@@ -82,10 +81,11 @@ class Checks:
         self.add(name, f"n/a   {name:<10} {what}: {why}")
 
     def add(self, name, line):
-        self.entries.append((ORDER.index(name), self.at, line))
+        self.entries.append((ORDER.index(name), line))
 
     def lines(self):
-        return [line for _, _, line in sorted(self.entries)]
+        # A stable sort by target keeps each target's lines in the run's order.
+        return [line for _, line in sorted(self.entries, key=lambda e: e[0])]
 
 
 def measured(row):
@@ -95,7 +95,7 @@ def measured(row):
 def check(peaks, paths):
     c = Checks()
     fused = [k for k in paths if k[4] == "fused"]  # in the run's order
-    for c.at, (shape, dtype, mode, threads, _) in enumerate(fused):
+    for shape, dtype, mode, threads, _ in fused:
         row = paths[(shape, dtype, mode, threads, "fused")]
         what = f"{shape} {dtype}{'' if mode == 'exact' else ' ' + mode} t={threads}"
         if not measured(row):

@@ -125,16 +125,18 @@ int main(void) {
          (long long)counts[2]);
   printf("workspace: %zu bytes\n", workspace_bytes);
 
-  /* The same sums by plain loops, in double. */
+  /* The same sums by plain loops, in double: expanded row i holds slot
+   * p = row_idx[i], that is token p / top_k's copy for expert
+   * kExpertOf[p / top_k][p % top_k]. */
   int mismatches = 0;
   printf("grad_x [%d x %d]:\n", kBatch, kK);
   for (int b = 0; b < kBatch; ++b) {
     printf("  token %d:", b);
     for (int k = 0; k < kK; ++k) {
       double want = 0.0;
-      for (int i = 0, g = 0, end = (int)counts[0]; i < kM; ++i) {
-        while (i >= end) end += (int)counts[++g];
-        if (row_idx[i] / kTopK != b) continue;
+      for (int i = 0; i < kM; ++i) {
+        const int64_t p = row_idx[i], g = kExpertOf[p / kTopK][p % kTopK];
+        if (p / kTopK != b) continue;
         for (int n = 0; n < kN; ++n) want += (double)grad_y[i][n] * (double)weight[g][k][n];
       }
       mismatches += (double)grad_x[b][k] != want;

@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 
@@ -42,7 +43,8 @@ int64_t affinity_cpus() {
 int64_t CpuBudget::usable() const {
   if (!cgroup_limit) return affinity;
   const double limit = std::ceil(*cgroup_limit);
-  return limit < 1 ? 1 : limit < static_cast<double>(affinity) ? static_cast<int64_t>(limit) : affinity;
+  if (limit >= static_cast<double>(affinity)) return affinity;
+  return std::max<int64_t>(static_cast<int64_t>(limit), 1);
 }
 
 CpuBudget cpu_budget() { return {affinity_cpus(), cgroup_cpu_limit()}; }

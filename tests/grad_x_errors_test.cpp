@@ -581,6 +581,55 @@ TEST(Errors, GradXSharesBytesWithAnInput) {
   }
 }
 
+// The run writes its workspace while it reads the inputs and accumulates
+// grad_x, so a workspace sharing a byte with any tensor would corrupt it.
+// Each tensor is copied into a buffer right after a workspace-sized gap: a
+// workspace whose last byte is the tensor's first is refused, naming the
+// tensor, with the buffer unchanged and the executor not used up; one byte
+// earlier the two are disjoint and the same executor runs, exactly.
+TEST(Errors, WorkspaceSharesBytesWithATensor) {
+  const char* names[] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
+  auto ctx = make_context();
+  for (int t = 0; t < 5; ++t) {
+    SCOPED_TRACE(names[t]);
+    Fixture f(base_spec());
+    DLTensor* tensors[] = {&f.call.grad_y, &f.call.weight, &f.call.idx, &f.call.group_list, &f.call.grad_x};
+    DLTensor& tensor = *tensors[t];
+    ASSERT_EQ(tensor.strides, nullptr) << "the test assumes compact tensors";
+    size_t bytes = tensor.dtype.bits / 8;
+    for (int d = 0; d < tensor.ndim; ++d) bytes *= static_cast<size_t>(tensor.shape[d]);
+    size_t ws = 0;
+    ExecutorPtr ex = plan(f, ctx.get(), &ws);
+    ASSERT_GT(ws, 0u) << "every plan of this version has a workspace";
+    const size_t offset = (ws + 63) / 64 * 64;  // the tensor's first byte in the buffer
+    std::vector<double> storage((offset + bytes) / sizeof(double) + 1, 0.0);
+    auto* buffer = reinterpret_cast<unsigned char*>(storage.data());
+    std::copy_n(static_cast<const unsigned char*>(tensor.data) + tensor.byte_offset, bytes, buffer + offset);
+    // The executor keeps the planned pointers: plan again over the copy.
+    tensor.data = buffer + offset;
+    tensor.byte_offset = 0;
+    ex = plan(f, ctx.get(), &ws);
+    ASSERT_LE(ws, offset);
+    const std::vector<double> before = storage;
+
+    ASSERT_EQ(moegrad_grad_x(buffer + offset - ws + 1, ws, ex.get(), ctx.get()), MOEGRAD_STATUS_ALIASING);
+    const std::string msg = moegrad_last_error_message();
+    EXPECT_NE(msg.find("workspace"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(names[t]), std::string::npos) << msg;
+    EXPECT_EQ(std::memcmp(before.data(), storage.data(), storage.size() * sizeof(double)), 0)
+        << "a refused run wrote into the buffer";
+    if (t != 4) {
+      EXPECT_TRUE(f.grad_x.all_sentinel()) << "a refused run wrote grad_x";
+    }
+
+    ASSERT_EQ(moegrad_grad_x(buffer + offset - ws, ws, ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    const Reference64 ref = reference_f64(f.p);  // small integers: exact in f32
+    const float* gx = static_cast<const float*>(f.call.grad_x.data);
+    for (size_t i = 0; i < ref.value.size(); ++i) ASSERT_EQ(gx[i], ref.value[i]) << "element " << i;
+  }
+}
+
 // Strides whose elements are all distinct although a row stride is smaller
 // than a whole row of the other dimension: [2, 3] with strides [5, 2] puts
 // the elements at 0, 2, 4, 5, 7, 9.

@@ -104,7 +104,8 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32 = 108, /* accumulate into a grad_weight that is not float32 */
   MOEGRAD_STATUS_BAD_ACCUMULATE = 109,       /* accumulate not 0 or 1 */
   MOEGRAD_STATUS_ALIASING = 110              /* an output's address range (grad_x's too, first to last
-                                                byte) overlaps an input's or another output's */
+                                                byte) overlaps an input's or another output's, or
+                                                the workspace overlaps a tensor of the call */
 } moegrad_status;
 
 /* Instruction-set paths. All give bitwise identical grad_x (SPEC §5; a NaN
@@ -220,7 +221,9 @@ MOEGRAD_API moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_
 /* Runs a planned executor. The ISA path and numeric mode are those of the
  * planning context; ctx (NULL: the default context) supplies the threads, at
  * most as many as were planned. Validates index and group-list contents
- * before writing grad_x. The workspace need not be initialised or aligned. */
+ * before writing grad_x. The workspace need not be initialised or aligned;
+ * its first workspace_bytes-as-reported bytes must share none with a tensor
+ * of the call (MOEGRAD_STATUS_ALIASING). */
 MOEGRAD_API moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes,
                                           moegrad_executor* executor, const moegrad_context* ctx);
 

@@ -27,7 +27,8 @@
  *    row-major); outputs must not overlap themselves, and no output may share
  *    memory with an input or another output (MOEGRAD_STATUS_ALIASING; the
  *    check compares address ranges, so interleaved views of one buffer are
- *    refused too);
+ *    refused too); nor may the workspace (the bytes get_workspace_size
+ *    reported) share memory with any tensor, checked by the run;
  *  - float tensors are float32, float16 or bfloat16, widened exactly to f32;
  *    index tensors are int32 or int64;
  *  - experts own contiguous expanded rows, expert g rows [start_g, start_g +

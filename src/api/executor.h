@@ -4,12 +4,14 @@
 #include <atomic>
 
 #include "api/problem.h"
+#include "api/tensor_check.h"
 #include "moegrad/moegrad.h"
 #include "plan/grad_x_plan.h"
 
 struct moegrad_executor {
   moegrad::GradXProblem problem;
   moegrad::plan::GradXPlan plan;
+  moegrad::TensorSpans tensors;  // the workspace must lie apart from them
   std::atomic<bool> used{false};  // single use, even across threads
 };
 

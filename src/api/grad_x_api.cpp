@@ -22,7 +22,7 @@ moegrad_status resolve_context(const moegrad_context* ctx, const moegrad_context
 
 moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex) {
   if (auto s = resolve_context(ctx, &ctx)) return s;
-  if (auto s = validate_grad_x_args(args, &ex->problem)) return s;
+  if (auto s = validate_grad_x_args(args, &ex->problem, &ex->tensors)) return s;
   // Each setting read once: another thread may change the context meanwhile.
   const moegrad_isa isa = ctx->isa;
   const bool fast_bf16 = ctx->fast_bf16;
@@ -75,6 +75,8 @@ moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_e
   if (workspace == nullptr && executor->plan.workspace_bytes > 0)
     return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: workspace is NULL but %zu bytes are needed",
                 executor->plan.workspace_bytes);
+  if (auto s = moegrad::check_workspace_apart("grad_x", workspace, executor->plan.workspace_bytes, executor->tensors))
+    return s;
   if (auto s = moegrad::resolve_context(ctx, &ctx)) return s;
   std::shared_ptr<moegrad::runtime::ThreadPool> pool;
   if (auto s = ctx->pool(&pool)) return s;

@@ -77,7 +77,7 @@ const char* moegrad_status_string(moegrad_status status) {
     case MOEGRAD_STATUS_M_MISMATCH: return "MOEGRAD_STATUS_M_MISMATCH: x.shape[0] != grad_y.shape[0]";
     case MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32: return "MOEGRAD_STATUS_ACCUMULATE_NEEDS_F32: accumulating needs a float32 grad_weight";
     case MOEGRAD_STATUS_BAD_ACCUMULATE: return "MOEGRAD_STATUS_BAD_ACCUMULATE: accumulate must be 0 or 1";
-    case MOEGRAD_STATUS_ALIASING: return "MOEGRAD_STATUS_ALIASING: an output overlaps an input or another output";
+    case MOEGRAD_STATUS_ALIASING: return "MOEGRAD_STATUS_ALIASING: an output, or the workspace, overlaps another tensor";
   }
   return "MOEGRAD_STATUS_UNKNOWN: not a moegrad status";
 }

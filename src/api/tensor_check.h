@@ -60,4 +60,24 @@ int overlapping_dim(const Layout& l, int rank);
 moegrad_status check_disjoint(const char* out_name, const ByteSpan& out, const char* other_name,
                               const ByteSpan& other);
 
+// The tensors of a planned call, by name and byte range, kept by its
+// executor: the run writes its workspace while it reads and writes them, so
+// the workspace must share no byte with any of them.
+struct TensorSpans {
+  static constexpr int kMax = 8;  // the most tensors an operator takes
+  const char* name[kMax] = {};
+  ByteSpan span[kMax];
+  int count = 0;
+
+  void add(const char* tensor_name, const ByteSpan& bytes) {
+    if (count < kMax) name[count] = tensor_name, span[count++] = bytes;
+  }
+};
+
+// ALIASING naming the tensor if the workspace bytes [workspace, workspace +
+// bytes) that `function` ("grad_x", "grouped_matmul") uses share one with a
+// tensor of `tensors`.
+moegrad_status check_workspace_apart(const char* function, const void* workspace, size_t bytes,
+                                     const TensorSpans& tensors);
+
 }  // namespace moegrad

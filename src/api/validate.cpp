@@ -156,7 +156,22 @@ moegrad_status check_disjoint(const char* out_name, const ByteSpan& out, const c
               "..%#" PRIxPTR "); an output must lie wholly outside it", out_name, out.first, out.last, other_name, other.first, other.last);
 }
 
-moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out) {
+moegrad_status check_workspace_apart(const char* function, const void* workspace, size_t bytes,
+                                     const TensorSpans& tensors) {
+  if (workspace == nullptr || bytes == 0) return MOEGRAD_STATUS_SUCCESS;
+  const auto first = reinterpret_cast<uintptr_t>(workspace);
+  const uintptr_t last = first + (bytes - 1);  // the caller's buffer holds `bytes`, so no wrap
+  for (int t = 0; t < tensors.count; ++t) {
+    const ByteSpan& other = tensors.span[t];
+    if (other.empty || last < other.first || other.last < first) continue;
+    return fail(MOEGRAD_STATUS_ALIASING, "moegrad_%s: the workspace (bytes %#" PRIxPTR "..%#" PRIxPTR ") overlaps %s "
+                "(bytes %#" PRIxPTR "..%#" PRIxPTR "); it must share no byte with any tensor of the call",
+                function, first, last, tensors.name[t], other.first, other.last);
+  }
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out, TensorSpans* spans) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "args is NULL");
   Layout gy, w, idx, gl, gx;
   // §4.1 (with presence, device and layout): ranks.
@@ -215,11 +230,15 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
                 gx.stride[0], gx.stride[1]);
   // The driver zeroes and accumulates grad_x while it still reads the
   // inputs: a shared byte would feed partial sums back in.
+  TensorSpans all;
+  all.add("grad_y", byte_span(gy, 2, dtype_bytes(gy_type)));
+  all.add("weight", byte_span(w, 3, dtype_bytes(w_type)));
+  all.add("expanded_row_idx", byte_span(idx, 1, idx64 ? 8 : 4));
+  all.add("group_list", byte_span(gl, 1, gl64 ? 8 : 4));
   const ByteSpan gx_bytes = byte_span(gx, 2, 4);
-  if (auto s = check_disjoint("grad_x", gx_bytes, "grad_y", byte_span(gy, 2, dtype_bytes(gy_type)))) return s;
-  if (auto s = check_disjoint("grad_x", gx_bytes, "weight", byte_span(w, 3, dtype_bytes(w_type)))) return s;
-  if (auto s = check_disjoint("grad_x", gx_bytes, "expanded_row_idx", byte_span(idx, 1, idx64 ? 8 : 4))) return s;
-  if (auto s = check_disjoint("grad_x", gx_bytes, "group_list", byte_span(gl, 1, gl64 ? 8 : 4))) return s;
+  for (int t = 0; t < all.count; ++t)
+    if (auto s = check_disjoint("grad_x", gx_bytes, all.name[t], all.span[t])) return s;
+  all.add("grad_x", gx_bytes);
 
   // §4.7 lengths.
   const int64_t L = idx.shape[0];
@@ -242,6 +261,7 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   out->group_list = IndexView{gl.data, gl64, G, gl.stride[0]};
   out->grad_x = reinterpret_cast<float*>(const_cast<std::byte*>(gx.data));
   out->gx_row = gx.stride[0]; out->gx_col = gx.stride[1];
+  *spans = all;
   return MOEGRAD_STATUS_SUCCESS;
 }
 

@@ -4,11 +4,13 @@
 #pragma once
 
 #include "api/problem.h"
+#include "api/tensor_check.h"
 #include "moegrad/moegrad.h"
 
 namespace moegrad {
 
-// On success fills *out; on failure returns the status and sets the message.
-moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out);
+// On success fills *out, and *spans with the five tensors' byte ranges; on
+// failure returns the status and sets the message.
+moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProblem* out, TensorSpans* spans);
 
 }  // namespace moegrad

@@ -42,6 +42,7 @@ moegrad_status GroupedMatmulOp::init(const moegrad_grouped_matmul_args* args, co
   const Tensor* outputs[] = {&y};
   const Tensor* all[] = {&x, &w, &gl, &y};
   if (auto s = check_no_aliasing(outputs, 1, all, 4)) return s;
+  tensors_ = tensor_spans(all, 4);
 
   x_ = x.data(), x_row_ = x.stride(0), x_col_ = x.stride(1);
   w_ = w.data(), w_g_ = w.stride(0), w_k_ = w.stride(1), w_n_ = w.stride(2);

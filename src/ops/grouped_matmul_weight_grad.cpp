@@ -45,6 +45,7 @@ moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weig
   const Tensor* outputs[] = {&gw};
   const Tensor* all[] = {&x, &gy, &gl, &gw};
   if (auto s = check_no_aliasing(outputs, 1, all, 4)) return s;
+  tensors_ = tensor_spans(all, 4);
 
   x_ = x.data(), x_row_ = x.stride(0), x_col_ = x.stride(1);
   gy_ = gy.data(), gy_row_ = gy.stride(0), gy_col_ = gy.stride(1);

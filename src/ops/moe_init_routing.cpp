@@ -86,11 +86,13 @@ moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args,
   const Tensor* outputs[] = {&ex, &idx, &gl};
   const Tensor* all[] = {&x, &e, &ex, &idx, &gl};
   if (auto s = check_no_aliasing(outputs, 3, all, 5)) return s;
+  tensors_ = tensor_spans(all, 5);
   if (args->num_rows != nullptr) {  // an output too: written before the rows are gathered from x
     const auto first = reinterpret_cast<uintptr_t>(args->num_rows);
     const ByteSpan num_rows{first, first + sizeof(int64_t) - 1, false};
     for (const Tensor* t : all)
       if (auto s = check_disjoint("num_rows", num_rows, t->name, byte_span(t->layout, t->rank, t->elem_bytes))) return s;
+    tensors_.add("num_rows", num_rows);
   }
 
   x_ = x.data(), x_row_ = x.stride(0), x_col_ = x.stride(1);

@@ -51,6 +51,7 @@ moegrad_status MoeInitRoutingGradOp::init(const moegrad_moe_init_routing_grad_ar
   const Tensor* outputs[] = {&gx};
   const Tensor* all[] = {&d, &idx, &gx};
   if (auto s = check_no_aliasing(outputs, 1, all, 3)) return s;
+  tensors_ = tensor_spans(all, 3);
 
   p.batch = args->batch, p.top_k = args->top_k, p.row_idx_type = args->row_idx_type;
   p.grad_y = d.data(), p.gy_row = d.stride(0), p.gy_col = d.stride(1);

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "api/tensor_check.h"
 #include "kernels/gemm_kernels.h"
 #include "moegrad/moegrad_layer.h"
 #include "runtime/thread_pool.h"
@@ -28,9 +29,13 @@ class Op {
 
   size_t workspace_bytes() const { return workspace_bytes_; }
   int workers() const { return workers_; }
+  // Every tensor of the call (inputs and outputs), which the workspace must
+  // not overlap.
+  const TensorSpans& tensors() const { return tensors_; }
 
  protected:
   size_t workspace_bytes_ = 0;
+  TensorSpans tensors_;
   int workers_ = 1;  // planned (per-worker regions booked for this many)
 };
 

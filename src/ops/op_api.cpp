@@ -56,6 +56,7 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
                 name, workspace_bytes, needed);
   if (workspace == nullptr && needed > 0)
     return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_%s: workspace is NULL but %zu bytes are needed", name, needed);
+  if (auto s = check_workspace_apart(name, workspace, needed, executor->op->tensors())) return s;
   if (auto s = resolve_context(ctx, &ctx)) return s;
   std::shared_ptr<runtime::ThreadPool> pool;
   if (auto s = ctx->pool(&pool)) return s;

@@ -61,6 +61,12 @@ moegrad_status check_no_aliasing(const Tensor* const* outputs, int num_outputs, 
   return MOEGRAD_STATUS_SUCCESS;
 }
 
+TensorSpans tensor_spans(const Tensor* const* all, int num_all) {
+  TensorSpans spans;
+  for (int a = 0; a < num_all; ++a) spans.add(all[a]->name, byte_span(all[a]->layout, all[a]->rank, all[a]->elem_bytes));
+  return spans;
+}
+
 moegrad_status check_group_list_type(int32_t group_list_type) {
   if (group_list_type == MOEGRAD_GROUP_LIST_COUNT || group_list_type == MOEGRAD_GROUP_LIST_CUMSUM)
     return MOEGRAD_STATUS_SUCCESS;

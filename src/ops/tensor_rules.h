@@ -41,6 +41,9 @@ moegrad_status check_writable(const Tensor& t);
 // No output shares a byte with any other tensor in `all` (outputs included).
 moegrad_status check_no_aliasing(const Tensor* const* outputs, int num_outputs, const Tensor* const* all, int num_all);
 
+// The names and byte ranges of `all`, for the executor's workspace check.
+TensorSpans tensor_spans(const Tensor* const* all, int num_all);
+
 moegrad_status check_group_list_type(int32_t group_list_type);
 moegrad_status check_row_idx_type(int32_t row_idx_type);
 

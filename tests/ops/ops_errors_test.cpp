@@ -320,6 +320,69 @@ TEST(OpsErrors, ARunRefusedForItsContentsLeavesTheExecutorUsable) {
   EXPECT_EQ(moegrad_grouped_matmul(ws.data(), bytes, ex.get(), nullptr), MOEGRAD_STATUS_EXECUTOR_USED);
 }
 
+// The run writes its workspace while it reads and writes the tensors, so it
+// must share no byte with any of them. Each tensor of a grouped matmul, and
+// moe_init_routing's num_rows, is moved into a buffer after a workspace-sized
+// gap: a workspace whose last byte is the tensor's first is refused, naming
+// it, with the buffer unchanged and the executor still usable; one byte
+// earlier the same executor runs.
+TEST(OpsErrors, AWorkspaceSharingAByteWithATensorIsRefused) {
+  const char* names[] = {"x", "weight", "group_list", "y"};
+  for (int t = 0; t < 4; ++t) {
+    SCOPED_TRACE(names[t]);
+    MatmulFx fx;
+    DLTensor* tensors[] = {&fx.tx, &fx.tw, &fx.tgl, &fx.ty};
+    const HostTensor* hosts[] = {&fx.x, &fx.w, &fx.gl, &fx.y};
+    size_t bytes = 0;
+    ASSERT_NE(plan_matmul(fx, &bytes), nullptr) << moegrad_last_error_message();
+    ASSERT_GT(bytes, 0u);
+    const size_t gap = (bytes + 63) / 64 * 64, size = hosts[t]->storage().size();
+    std::vector<double> storage((gap + size) / sizeof(double) + 1, 0.0);
+    auto* buffer = reinterpret_cast<unsigned char*>(storage.data());
+    std::memcpy(buffer + gap, hosts[t]->storage().data(), size);
+    tensors[t]->data = buffer + gap;
+    unsigned char* first = buffer + gap + tensors[t]->byte_offset;  // positive strides: the first element
+    const OpExecutorPtr ex = plan_matmul(fx, &bytes);  // over the moved tensor
+    ASSERT_NE(ex, nullptr) << moegrad_last_error_message();
+    const std::vector<double> before = storage;
+
+    EXPECT_EQ(moegrad_grouped_matmul(first - bytes + 1, bytes, ex.get(), nullptr), MOEGRAD_STATUS_ALIASING);
+    const std::string msg = moegrad_last_error_message();
+    EXPECT_NE(msg.find("workspace"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("overlaps ") + names[t] + " "), std::string::npos) << msg;
+    EXPECT_EQ(std::memcmp(before.data(), storage.data(), storage.size() * sizeof(double)), 0);
+    EXPECT_TRUE(fx.y.all_sentinel());
+
+    ASSERT_EQ(moegrad_grouped_matmul(first - bytes, bytes, ex.get(), nullptr), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    if (t != 3) {  // small integers: the float64 reference is exact
+      EXPECT_TRUE(within_bound(fx.y, reference_grouped_matmul(fx.x, fx.w, {2, 0, 4}), 0, 0.0, "the adjacent run"));
+    }
+  }
+
+  RoutingFx fx;
+  moegrad_op_executor* raw = nullptr;
+  size_t bytes = 0;
+  std::vector<double> storage(1, 0.0);
+  ASSERT_EQ(moegrad_moe_init_routing_get_workspace_size(&fx.args, nullptr, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  moegrad_op_executor_destroy(raw);
+  ASSERT_GT(bytes, 0u);
+  storage.assign((bytes + 63) / 64 * 64 / sizeof(double) + 1, 0.0);
+  auto* num_rows = reinterpret_cast<int64_t*>(storage.data() + storage.size() - 1);
+  fx.args.num_rows = num_rows;
+  ASSERT_EQ(moegrad_moe_init_routing_get_workspace_size(&fx.args, nullptr, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  const OpExecutorPtr ex(raw, moegrad_op_executor_destroy);
+  auto* first = reinterpret_cast<unsigned char*>(num_rows);
+  EXPECT_EQ(moegrad_moe_init_routing(first - bytes + 1, bytes, ex.get(), nullptr), MOEGRAD_STATUS_ALIASING);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find("overlaps num_rows"), std::string::npos)
+      << moegrad_last_error_message();
+  for (const HostTensor* t : fx.outputs()) EXPECT_TRUE(t->all_sentinel());
+  EXPECT_EQ(*num_rows, 0);
+  ASSERT_EQ(moegrad_moe_init_routing(first - bytes, bytes, ex.get(), nullptr), MOEGRAD_STATUS_SUCCESS)
+      << moegrad_last_error_message();
+  EXPECT_EQ(*num_rows, 8);  // 4 tokens x top-2, no limit
+}
+
 TEST(OpsErrors, C_PlusPlusLayerThrows) {
   MatmulFx fx;
   moegrad::Context ctx;

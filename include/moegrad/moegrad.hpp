@@ -10,6 +10,15 @@
 #ifndef MOEGRAD_MOEGRAD_HPP_
 #define MOEGRAD_MOEGRAD_HPP_
 
+// These wrappers throw moegrad::Error and use C++14's library. moegrad.h is
+// the C API, for any C or C++ program.
+#if !defined(__cplusplus) || __cplusplus < 201402L
+#error "moegrad.hpp needs C++14 or later; moegrad.h is the C API, usable from any C or C++"
+#endif
+#if !defined(__cpp_exceptions) && !defined(__EXCEPTIONS)
+#error "moegrad.hpp reports errors as exceptions (moegrad::Error), which this build disables; use the C API in moegrad.h"
+#endif
+
 #include <moegrad/moegrad.h>
 
 #include <cstddef>

@@ -193,6 +193,14 @@ MOEGRAD_API moegrad_status moegrad_moe_init_routing_grad_run(const moegrad_moe_i
 
 #ifdef __cplusplus
 } /* extern "C" */
+#endif
+
+/* The C++ wrappers below, like moegrad.hpp, report errors as moegrad::Error
+ * exceptions and need C++14: a C++ program built without exceptions or for
+ * an older standard, or one that defines MOEGRAD_NO_CXX_API, gets the C API
+ * alone. (Comments in this part are C89 comments too: GNU C90 reads them.) */
+#if defined(__cplusplus) && __cplusplus >= 201402L && (defined(__cpp_exceptions) || defined(__EXCEPTIONS)) && \
+    !defined(MOEGRAD_NO_CXX_API)
 
 #include <moegrad/moegrad.hpp>
 
@@ -201,10 +209,10 @@ MOEGRAD_API moegrad_status moegrad_moe_init_routing_grad_run(const moegrad_moe_i
 
 namespace moegrad {
 
-// A planned, single-use run of a layer operator (RAII over moegrad_op_executor).
-//   moegrad::OpExecutor ex(args, ctx);            // validate + plan (throws moegrad::Error)
-//   std::vector<std::byte> ws(ex.workspace_bytes());
-//   ex.run(ws.data(), ws.size(), ctx);
+/* A planned, single-use run of a layer operator (RAII over moegrad_op_executor).
+ *   moegrad::OpExecutor ex(args, ctx);            // validate + plan (throws moegrad::Error)
+ *   std::vector<std::byte> ws(ex.workspace_bytes());
+ *   ex.run(ws.data(), ws.size(), ctx); */
 class OpExecutor {
  public:
   explicit OpExecutor(const moegrad_moe_init_routing_args& a, const Context& ctx)
@@ -246,7 +254,7 @@ class OpExecutor {
   RunFn run_;
 };
 
-// One-shot calls: plan, allocate the workspace, run, free.
+/* One-shot calls: plan, allocate the workspace, run, free. */
 inline void moe_init_routing(const moegrad_moe_init_routing_args& a, const Context& ctx) {
   check(moegrad_moe_init_routing_run(&a, ctx.get()));
 }
@@ -260,8 +268,8 @@ inline void moe_init_routing_grad(const moegrad_moe_init_routing_grad_args& a, c
   check(moegrad_moe_init_routing_grad_run(&a, ctx.get()));
 }
 
-}  // namespace moegrad
+} /* namespace moegrad */
 
-#endif /* __cplusplus */
+#endif /* the C++ wrappers */
 
 #endif /* MOEGRAD_MOEGRAD_LAYER_H_ */

@@ -89,7 +89,8 @@ typedef enum moegrad_status {
                                                to the element, lanes != 1 */
   MOEGRAD_STATUS_UNSUPPORTED_DEVICE = 61,   /* a tensor not on kDLCPU */
   MOEGRAD_STATUS_ISA_UNAVAILABLE = 62,      /* a forced ISA this CPU (or OS) lacks */
-  MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed */
+  MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed, or the OS would not start the
+                                               context's worker threads (the message says which) */
   MOEGRAD_STATUS_INTERNAL = 99,             /* a bug: please report it */
 
   /* ---- layer operators (moegrad_layer.h), numbered from 100 ------------ */
@@ -132,8 +133,9 @@ MOEGRAD_API const char* moegrad_status_string(moegrad_status status);
 
 /* The message of the last failed call on this thread: "" before any failure,
  * and again after a successful planning or run call (get_workspace_size, a
- * run, a one-shot *_run); other successful calls (context setters, getters)
- * leave it as it was. The pointer stays valid until the next moegrad call on
+ * run, a one-shot *_run, and moegrad_moe_init_routing_max_rows, which
+ * validates as planning does); other successful calls (context setters,
+ * getters, destroy calls) leave it as it was. The pointer stays valid until the next moegrad call on
  * this thread. */
 MOEGRAD_API const char* moegrad_last_error_message(void);
 

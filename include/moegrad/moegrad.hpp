@@ -43,6 +43,8 @@ inline void check(moegrad_status status) {
   if (status != MOEGRAD_STATUS_SUCCESS) throw Error(status, moegrad_last_error_message());
 }
 
+// Owns a moegrad_context. A moved-from Context holds none, and a call given
+// it runs on the default context, as the C API does for NULL.
 class Context {
  public:
   Context() { check(moegrad_context_create(&ctx_)); }

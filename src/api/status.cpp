@@ -64,7 +64,7 @@ const char* moegrad_status_string(moegrad_status status) {
     case MOEGRAD_STATUS_BAD_LAYOUT: return "MOEGRAD_STATUS_BAD_LAYOUT: unsupported tensor layout";
     case MOEGRAD_STATUS_UNSUPPORTED_DEVICE: return "MOEGRAD_STATUS_UNSUPPORTED_DEVICE: tensors must be on kDLCPU";
     case MOEGRAD_STATUS_ISA_UNAVAILABLE: return "MOEGRAD_STATUS_ISA_UNAVAILABLE: this CPU cannot run the requested ISA";
-    case MOEGRAD_STATUS_OUT_OF_MEMORY: return "MOEGRAD_STATUS_OUT_OF_MEMORY: allocation failed";
+    case MOEGRAD_STATUS_OUT_OF_MEMORY: return "MOEGRAD_STATUS_OUT_OF_MEMORY: allocation failed, or the worker threads could not start";
     case MOEGRAD_STATUS_INTERNAL: return "MOEGRAD_STATUS_INTERNAL: internal error (a bug)";
     /* layer operators (moegrad_layer.h) */
     case MOEGRAD_STATUS_EXECUTOR_KIND: return "MOEGRAD_STATUS_EXECUTOR_KIND: executor was planned for another operator";

@@ -59,7 +59,10 @@ moegrad_status decode_group_list(const IndexView& group_list, int32_t group_list
 
 namespace moegrad::ops {
 
-// A 1-D int32/int64 output.
+// A 1-D int32/int64 output. An int32 one holds every value written: counts
+// and expanded row numbers are at most R, which is a dimension of
+// expanded_x and so below 2^31; slot positions, which may pass it, are
+// refused at planning where they would.
 struct IndexOut {
   void* data = nullptr;
   bool is_int64 = false;

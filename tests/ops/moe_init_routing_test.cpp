@@ -210,6 +210,10 @@ TEST(MoeInitRouting, MaxRows) {
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 0, 1, 1, &rows), MOEGRAD_STATUS_EMPTY_DIMENSION);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(INT64_MAX, 2, 1, 1, 1, &rows), MOEGRAD_STATUS_SIZE_OVERFLOW);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 1, 1, 1, nullptr), MOEGRAD_STATUS_NULL_POINTER);
+  // It validates like planning, and clears the last message as planning does.
+  EXPECT_STRNE(moegrad_last_error_message(), "");
+  ASSERT_EQ(moegrad_moe_init_routing_max_rows(10, 3, 4, 12, MOEGRAD_NO_LIMIT, &rows), MOEGRAD_STATUS_SUCCESS);
+  EXPECT_STREQ(moegrad_last_error_message(), "");
 }
 
 }  // namespace

@@ -165,6 +165,14 @@ TEST(OpsErrors, MoeInitRouting) {
        MOEGRAD_STATUS_ALIASING, "plan", "address range of expert_idx"},
       {"num_rows inside group_list", [](Fx& f) { f.args.num_rows = static_cast<int64_t*>(f.tgl.data); },
        MOEGRAD_STATUS_ALIASING, "plan", "address range of group_list"},
+      // 2^30 tokens x top-4 (broadcast views: planning reads no element):
+      // type 0 positions reach 2^32 - 1, past int32, though R is 8.
+      {"int32 index, positions past 2^31", [](Fx& f) {
+         f.reshape(f.tx, {int64_t{1} << 30, 3}, {0, 1});
+         f.reshape(f.te, {int64_t{1} << 30, 4}, {0, 0});
+         f.args.active_num = 8;
+         f.tidx.dtype = {kDLInt, 32, 1};
+       }, MOEGRAD_STATUS_SIZE_OVERFLOW, "plan", "use int64"},
       {"expert 3 of 3", [](Fx& f) { f.e.set_index(f.e.offset({2, 1}), 3); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",
        "expert_idx[2, 1]=3"},
       {"expert -1", [](Fx& f) { f.e.set_index(f.e.offset({3, 0}), -1); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",

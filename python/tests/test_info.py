@@ -26,9 +26,17 @@ def test_info_reports_what_the_environment_asks_for(no_variables):
         no_variables.setenv(name, value)
     no_variables.setenv("MOEGRAD_NUM_THREAD", "1")  # misspelled: reported, not read
     no_variables.setenv("MOEGRAD_COLOUR", "1")
+    # Misspellings as people make them: case, underscores, a word left out.
+    hints = {"MOEGRAD_THREADS": "MOEGRAD_NUM_THREADS", "MOEGRAD_NTHREADS": "MOEGRAD_NUM_THREADS",
+             "moegrad_num_threads": "MOEGRAD_NUM_THREADS", "MOEGRAD_L2BYTES": "MOEGRAD_L2_BYTES",
+             "MOEGRAD_X": None}
+    for name in hints:
+        no_variables.setenv(name, "1")
     info = moegrad.info()
     assert info["ignored_environment"]["MOEGRAD_NUM_THREAD"] == "MOEGRAD_NUM_THREADS"
     assert info["ignored_environment"]["MOEGRAD_COLOUR"] is None
+    for name, hint in hints.items():
+        assert info["ignored_environment"][name] == hint, name
     assert info["version"] == moegrad.__version__
     assert info["isa"] == "scalar"
     assert info["threads"] == 3

@@ -4,11 +4,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <new>
@@ -153,6 +155,40 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+// A variable name as people misspell it least: upper case, no underscores,
+// without the MOEGRAD_ prefix.
+std::string spelling_key(std::string_view name) {
+  std::string key;
+  for (const char c : name.substr(8))
+    if (c != '_') key += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return key;
+}
+
+bool has_moegrad_prefix(std::string_view name) {
+  constexpr std::string_view kPrefix = "MOEGRAD_";
+  if (name.size() < kPrefix.size()) return false;
+  for (size_t i = 0; i < kPrefix.size(); ++i)
+    if (std::toupper(static_cast<unsigned char>(name[i])) != kPrefix[i]) return false;
+  return true;
+}
+
+// The variable an unknown MOEGRAD_* name probably misspells, or nullptr:
+// the nearest by their spelling keys, within two edits (MOEGRAD_NUM_THREAD,
+// MOEGRAD_NTHREADS, moegrad_num_threads) or containing the name's key
+// (MOEGRAD_THREADS).
+const char* misspelled_variable(std::string_view name) {
+  const std::string key = spelling_key(name);
+  const char* closest = nullptr;
+  size_t best = std::numeric_limits<size_t>::max();
+  for (const char* variable : kContextVariables) {
+    const std::string target = spelling_key(variable);
+    const size_t d = edit_distance(key, target);
+    const bool near = d <= 2 || (key.size() >= 3 && target.find(key) != std::string::npos);
+    if (near && d < best) best = d, closest = variable;
+  }
+  return closest;
+}
+
 }  // namespace
 
 ContextInfo describe_context(const moegrad_context& ctx) {
@@ -180,16 +216,10 @@ ContextInfo describe_context(const moegrad_context& ctx) {
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
     const std::string_view text(*entry);
     const std::string_view name = text.substr(0, text.find('='));
-    if (!name.starts_with("MOEGRAD_")) continue;
-    const char* closest = nullptr;
-    size_t best = 3;  // at most two edits
+    if (!has_moegrad_prefix(name)) continue;
     bool known = false;
-    for (const char* variable : kContextVariables) {
-      known = known || name == variable;
-      const size_t d = edit_distance(name, variable);
-      if (d < best) best = d, closest = variable;
-    }
-    if (!known) info.ignored_environment.emplace_back(std::string(name), closest);
+    for (const char* variable : kContextVariables) known = known || name == variable;
+    if (!known) info.ignored_environment.emplace_back(std::string(name), misspelled_variable(name));
   }
   return info;
 }

@@ -70,6 +70,8 @@ def _out_dtype(out_dtype, like):
 
 
 def _context(context):
+    if context is not None and not isinstance(context, Context):
+        raise TypeError(f"context must be a moegrad.Context or None, got {type(context).__name__}")
     return context if context is not None else _default_context
 
 
@@ -127,9 +129,10 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     if out is None:
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
-    else:  # a caller's array: checked, and marked as written
+    else:  # a caller's array: checked, and marked as written once written
         _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
+    _arrays.mark_written(out)
     return out
 
 
@@ -152,6 +155,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         _arrays.check_out(out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
                                   bool(accumulate), _context(context))
+    _arrays.mark_written(out)
     return out
 
 
@@ -170,6 +174,7 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
     else:
         _arrays.check_out(out)
     _C.moe_init_routing_grad(grad_expanded_x, expanded_row_idx, out, batch, top_k, row_idx_type, _context(context))
+    _arrays.mark_written(out)
     return out
 
 
@@ -211,6 +216,7 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
         _arrays.check_out(out)
     _C.grad_x(grad_y, weight, expanded_row_idx, group_list, out, batch, top_k, row_idx_type,
               _arrays.group_list_type(group_list_type), _context(context))
+    _arrays.mark_written(out)
     return out
 
 

@@ -74,14 +74,11 @@ MAX_DIM = 2**31 - 1
 
 
 def check_out(out, name="out"):
-    """Called before `out` is written. An output written behind autograd's
-    back would silently corrupt the gradients of anything that needs it.
-    A torch `out` is then marked as written, as a torch in-place operation
-    marks it (its version counter), so a tensor saved for backward and
-    overwritten here is reported instead of giving wrong gradients; doing
-    that first lets torch refuse what it refuses in place (an inference
-    tensor outside inference mode) before anything is written. An in-place
-    op on an empty view costs nothing and shares the counter."""
+    """Called before `out` is written: refuses what torch would refuse to
+    write in place. An output written behind autograd's back would silently
+    corrupt the gradients of anything that needs it, and an inference tensor
+    may be written only in inference mode (else a retried accumulate would
+    add twice)."""
     if not is_torch(out):
         return
     import torch
@@ -89,7 +86,20 @@ def check_out(out, name="out"):
     if out.requires_grad and torch.is_grad_enabled():
         raise ValueError(f"{name} requires grad: moegrad writes it outside autograd; pass a tensor that "
                          "does not, or write under torch.no_grad()")
-    out.detach().as_strided((0,), (1,)).zero_()
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise RuntimeError(f"{name} is an inference tensor: torch allows writing it in place only inside "
+                           "torch.inference_mode()")
+
+
+def mark_written(out):
+    """Called once `out` was written: a torch `out` is marked as an in-place
+    op marks it (its version counter), so a tensor saved for backward and
+    overwritten here is reported by backward() instead of giving wrong
+    gradients. Only after a successful call: a refused one wrote nothing,
+    and a failed torch in-place op leaves the counter too. An in-place op on
+    an empty view costs nothing and shares the counter."""
+    if is_torch(out):
+        out.detach().as_strided((0,), (1,)).zero_()
 
 
 def dtype_name(a):

@@ -200,6 +200,25 @@ def test_an_out_tensor_is_written_as_torch_in_place_ops_write():
     assert torch.equal(leaf.detach(), moegrad.grouped_matmul(x, w, counts))
 
 
+def test_a_refused_call_leaves_the_out_tensors_version_as_it_was():
+    """A failed torch in-place op leaves the version counter, and so does a
+    refused moegrad call: a tensor autograd saved stays usable by backward()."""
+    M, K, N, G = 6, 4, 5, 2
+    x, w = torch.randn(M, K), torch.randn(G, K, N)
+    a = torch.randn(M, N, requires_grad=True)
+    h = a * 2
+    loss = (h * h).sum()  # saves h for backward
+    version, before = h._version, h.detach().clone()
+    with pytest.raises(moegrad.Error, match="group_list"):
+        moegrad.grouped_matmul(x, w, torch.tensor([2, 5]), out=h.detach())  # counts sum to 7, not M = 6
+    with pytest.raises(TypeError, match="context must be a moegrad.Context or None, got int"):
+        moegrad.grouped_matmul(x, w, torch.tensor([2, 4]), out=h.detach(), context=4)
+    assert h._version == version
+    assert torch.equal(h.detach(), before)
+    loss.backward()
+    assert torch.equal(a.grad, 8 * a.detach())
+
+
 def test_arguments_are_checked_before_anything_is_allocated():
     batch, top_k, G, K, N = 4, 2, 2, 3, 5
     gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)

@@ -6,6 +6,7 @@
 #include <moegrad/moegrad_layer.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -47,6 +48,26 @@ void check(moegrad_status s) {
   throw py::error_already_set();
 }
 
+// A thread count from Python: an integer (not a bool, which Python counts
+// as one), and one the library's range check can see whole, so 2**31 gets
+// the library's message rather than pybind11's failed conversion.
+int32_t thread_count(const py::handle value) {
+  const std::string kind = py::str(py::type::handle_of(value).attr("__name__"));
+  if (PyBool_Check(value.ptr()) || kind == "bool_")
+    throw py::type_error("num_threads must be an integer, got " + kind + " " + std::string(py::repr(value)));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+  if (!index) {
+    PyErr_Clear();
+    throw py::type_error("num_threads must be an integer, got " + kind + " " + std::string(py::repr(value)));
+  }
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow == 0 && n >= INT32_MIN && n <= INT32_MAX) return static_cast<int32_t>(n);
+  set_error(MOEGRAD_STATUS_INVALID_ARGUMENT, "num_threads=" + std::string(py::str(index)) + " is not in [0, " +
+                                                 std::to_string(MOEGRAD_MAX_THREADS) + "] (0 = default)");
+  throw py::error_already_set();
+}
+
 // A context owned by Python; None stands for the library's default context.
 class Context {
  public:
@@ -61,6 +82,7 @@ class Context {
     if (isa != "auto") set_isa(isa);
     set_fast_bf16(fast_bf16);
   }
+  void set_num_threads_from(const py::object& n) { set_num_threads(thread_count(n)); }
   void set_num_threads(int32_t n) {
     check(moegrad_context_set_num_threads(ctx_.get(), n));
     requested_threads_ = n;
@@ -231,11 +253,14 @@ PYBIND11_MODULE(_moegrad, m) {
   });
 
   py::class_<Context>(m, "Context", "Thread count, instruction-set path and bf16 mode of moegrad runs.")
-      .def(py::init<int32_t, const std::string&, bool>(), py::arg("num_threads") = 0, py::arg("isa") = "auto",
+      .def(py::init([](const py::object& num_threads, const std::string& isa, bool fast_bf16) {
+             return Context(thread_count(num_threads), isa, fast_bf16);
+           }),
+           py::arg("num_threads") = 0, py::arg("isa") = "auto",
            py::arg("fast_bf16") = false,
            "num_threads=0 and isa='auto' keep the defaults (MOEGRAD_NUM_THREADS, MOEGRAD_ISA or the CPU); "
            "fast_bf16=True runs bf16 inputs with AVX512_BF16 pair products (README: Fast bf16 mode).")
-      .def_property("num_threads", &Context::num_threads, &Context::set_num_threads)
+      .def_property("num_threads", &Context::num_threads, &Context::set_num_threads_from)
       .def_property("isa", &Context::isa, &Context::set_isa)
       .def_property("fast_bf16", &Context::fast_bf16, &Context::set_fast_bf16)
       .def(py::pickle([](const Context& c) { return c.state(); },

@@ -10,6 +10,27 @@ namespace {
 
 [[noreturn]] void refuse(moegrad_status status, const std::string& message) { throw ArrayError(status, message); }
 
+// kDLBool of DLPack 0.8; Debian's DLPack 0.6 has no name for it.
+constexpr uint8_t kDLBoolCode = 6;
+
+// What torch's __dlpack__ cannot export it refuses with a RuntimeError, and
+// a tensor on another device it exports for the library to refuse by its
+// device number. Both are refused here, as moegrad.Error saying what to do.
+void refuse_what_dlpack_cannot_carry(const py::object& tensor, const char* name) {
+  if (!py::hasattr(tensor, "layout") || !py::hasattr(tensor, "device") || !py::hasattr(tensor, "dtype")) return;
+  const std::string layout = py::str(tensor.attr("layout"));
+  if (layout != "torch.strided")
+    refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": a " + layout + " tensor; moegrad reads dense "
+                                          "(torch.strided) tensors, e.g. from .to_dense()");
+  const std::string device = py::str(tensor.attr("device"));
+  if (device != "cpu")
+    refuse(MOEGRAD_STATUS_UNSUPPORTED_DEVICE, std::string(name) + ": a tensor on " + device +
+                                                  "; moegrad computes on the CPU, e.g. with .cpu()");
+  if (std::string(py::str(tensor.attr("dtype"))) == "torch.bool")
+    refuse(MOEGRAD_STATUS_BAD_DTYPE, std::string(name) + ": dtype bool; moegrad reads float32, float16, "
+                                         "bfloat16, int32 and int64");
+}
+
 // A struct-module format character (after an optional byte-order prefix)
 // and item size -> DLPack type. Unknown kinds map to an opaque code the
 // library rejects with its own message.
@@ -23,7 +44,7 @@ bool buffer_dtype(const char* format, py::ssize_t itemsize, DLDataType* out) {
     case 'e': case 'f': case 'd': *out = {kDLFloat, bits, 1}; return true;
     case 'b': case 'h': case 'i': case 'l': case 'q': case 'n': *out = {kDLInt, bits, 1}; return true;
     case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': *out = {kDLUInt, bits, 1}; return true;
-    case '?': *out = {kDLUInt, bits, 1}; return true;  // DLPack 0.6 has no kDLBool
+    case '?': *out = {kDLBoolCode, bits, 1}; return true;  // named "bool" in the library's messages
     default: return false;
   }
 }
@@ -93,7 +114,12 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
                                         "values, e.g. one from torch.empty");
       source = source.attr("resolve_neg")();
     }
-    capsule = source.attr("__dlpack__")();
+    refuse_what_dlpack_cannot_carry(source, name);
+    try {
+      capsule = source.attr("__dlpack__")();
+    } catch (py::error_already_set& e) {  // anything else it cannot export
+      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": cannot be read through DLPack: " + e.what());
+    }
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
   if (managed == nullptr) {

@@ -171,6 +171,19 @@ def test_readonly_and_noncontiguous_numpy_inputs():
     ref.assert_within(y, ref.grouped_matmul(xt, wt, counts), ref.grouped_matmul(xt.abs(), wt.abs(), counts), K)
 
 
+def test_arrays_of_a_kind_moegrad_does_not_read_are_named():
+    """A numpy bool array is a bool (the buffer protocol's '?'), not uint8;
+    a context of the wrong type is named as such, in one line."""
+    gy, w = np.ones((2, 2), np.float32), np.ones((1, 2, 2), np.float32)
+    with pytest.raises(moegrad.Error, match="expanded_row_idx: dtype bool must be int32 or int64"):
+        moegrad.grad_x(gy, w, np.ones(2, bool), [2], 2, 1)
+    out = np.full((2, 2), 7.0, np.float32)
+    for context in (4, "scalar"):
+        with pytest.raises(TypeError, match=f"^context must be a moegrad.Context or None, got {type(context).__name__}$"):
+            moegrad.grad_x(gy, w, np.arange(2), [2], 2, 1, out=out, context=context)
+    assert (out == 7.0).all()
+
+
 def test_gil_is_released_while_computing():
     """This thread sleeps 20 ms while another runs one long call; waking up
     needs the GIL, so it happens early in the call only if the call released
@@ -224,6 +237,19 @@ def test_context_settings():
         moegrad.Context(isa="sse9")
     with pytest.raises(ValueError):
         moegrad.Context(num_threads=-1)
+    # A thread count is an integer (not a bool, which Python counts as 1),
+    # and one past int32 gets the library's range message, not pybind11's.
+    for bad in (True, np.bool_(False), 1.5, "2"):
+        with pytest.raises(TypeError, match=f"num_threads must be an integer, got {type(bad).__name__}"):
+            moegrad.Context(num_threads=bad)
+        with pytest.raises(TypeError, match="num_threads must be an integer"):
+            ctx.num_threads = bad
+    for big in (2**31, 2**70):
+        with pytest.raises(moegrad.Error, match=rf"num_threads={big} is not in \[0, 4096\]") as info:
+            moegrad.Context(num_threads=big)
+        assert info.value.status == "MOEGRAD_STATUS_INVALID_ARGUMENT"
+    assert moegrad.Context(num_threads=np.int64(2)).num_threads == 2
+    assert ctx.num_threads == 1
     assert moegrad.isa_available("scalar")
     previous = moegrad.get_num_threads()
     moegrad.set_num_threads(1)

@@ -219,6 +219,26 @@ def test_a_refused_call_leaves_the_out_tensors_version_as_it_was():
     assert torch.equal(a.grad, 8 * a.detach())
 
 
+def test_tensors_dlpack_cannot_carry_raise_moegrad_error():
+    """torch's __dlpack__ raises RuntimeError for bool, sparse and meta
+    tensors; moegrad refuses them as it refuses the like, with a status and
+    what to do instead, and writes nothing."""
+    batch, top_k, G, K, N = 4, 1, 2, 3, 2
+    args = {"grad_y": torch.ones(4, N), "weight": torch.ones(G, K, N), "expanded_row_idx": torch.arange(4),
+            "group_list": torch.tensor([2, 2])}
+    out = torch.full((batch, K), 7.0)
+    cases = [("expanded_row_idx", torch.ones(4, dtype=torch.bool), "MOEGRAD_STATUS_BAD_DTYPE", "dtype bool"),
+             ("weight", torch.ones(G, K, N).to_sparse(), "MOEGRAD_STATUS_BAD_LAYOUT", "a torch.sparse_coo tensor"),
+             ("grad_y", torch.empty(4, N, device="meta"), "MOEGRAD_STATUS_UNSUPPORTED_DEVICE", "a tensor on meta")]
+    for name, tensor, status, words in cases:
+        bad = dict(args, **{name: tensor})
+        with pytest.raises(moegrad.Error, match=f"^{name}: {words}") as info:
+            moegrad.grad_x(bad["grad_y"], bad["weight"], bad["expanded_row_idx"], bad["group_list"], batch, top_k,
+                           out=out)
+        assert info.value.status == status
+    assert torch.equal(out, torch.full((batch, K), 7.0))
+
+
 def test_arguments_are_checked_before_anything_is_allocated():
     batch, top_k, G, K, N = 4, 2, 2, 3, 5
     gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)

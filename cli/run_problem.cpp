@@ -43,9 +43,9 @@ constexpr uint64_t kWeightStream = 2;
 
 RunProblem::RunProblem(const RunShape& s)
     : shape_(checked_shape(s)),
-      routing_(make_routing(s.batch, s.top_k, s.experts, s.seed)),
       grad_y_(checked_bytes({m(), s.n}, format_bytes(s.format), "grad_y"), "grad_y"),
       weight_(checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight"), "weight"),
+      routing_(make_routing(s.batch, s.top_k, s.experts, s.seed)),
       grad_y_shape_{m(), s.n},
       weight_shape_{s.experts, s.k, s.n},
       idx_shape_{m()},

@@ -45,9 +45,13 @@ class RunProblem {
 
  private:
   RunShape shape_;
-  Routing routing_;
+  // Declared (so constructed) before routing_: a shape whose tensors cannot
+  // be allocated fails at once, not after building a routing that can take
+  // a minute and tens of GB (its expert tables grow with G, its row tables
+  // with M).
   AlignedBuffer grad_y_;
   AlignedBuffer weight_;
+  Routing routing_;
   int64_t grad_y_shape_[2];
   int64_t weight_shape_[3];
   int64_t idx_shape_[1];

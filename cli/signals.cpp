@@ -40,6 +40,11 @@ void install(int sig, void (*handler)(int), bool unless_ignored) {
 void install_signal_handlers() {
   for (int sig : kTerminationSignals) install(sig, on_termination, true);
   install(SIGBUS, on_bus_error, false);
+  // A write past RLIMIT_FSIZE (`ulimit -f`) would raise SIGXFSZ, which ends
+  // the process with no message and its temp file left behind. Ignored, the
+  // write fails with EFBIG instead, which AtomicFile reports and cleans up
+  // after like any other failed write.
+  signal(SIGXFSZ, SIG_IGN);
 }
 
 }  // namespace moegrad::cli

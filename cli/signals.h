@@ -4,6 +4,8 @@
 // would have. SIGBUS, which reading a memory-mapped input raises when the
 // file shrinks under it (np.save to the same path truncates it first),
 // prints the one "moegrad: error:" line and exits 1 instead of dumping core.
+// SIGXFSZ is ignored, so a write past `ulimit -f` is an ordinary failed
+// write (EFBIG): one error line, no temp file.
 #pragma once
 
 #include <signal.h>

@@ -56,7 +56,7 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
 
   pid_t pid = 0;
   int rc = 0;
-  if (options.user || options.address_space_bytes) {
+  if (options.user || options.address_space_bytes || options.file_size_bytes) {
     // posix_spawn can change neither the user nor a limit: fork, set them,
     // exec. The child calls only async-signal-safe functions.
     pid = fork();
@@ -65,6 +65,12 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
       if (ok && options.address_space_bytes) {
         const struct rlimit cap = {*options.address_space_bytes, *options.address_space_bytes};
         ok = setrlimit(RLIMIT_AS, &cap) == 0;
+      }
+      if (ok && options.file_size_bytes) {
+        const struct rlimit cap = {*options.file_size_bytes, *options.file_size_bytes};
+        struct sigaction default_action {};
+        default_action.sa_handler = SIG_DFL;
+        ok = setrlimit(RLIMIT_FSIZE, &cap) == 0 && sigaction(SIGXFSZ, &default_action, nullptr) == 0;
       }
       if (ok && options.user) {
         const auto [uid, gid] = *options.user;

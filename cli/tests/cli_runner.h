@@ -34,6 +34,10 @@ struct RunOptions {
   // Caps the command's address space (RLIMIT_AS), so an allocation too
   // large for it fails as on a machine without that much memory.
   std::optional<unsigned long long> address_space_bytes = std::nullopt;
+  // Caps the size of any file the command writes (RLIMIT_FSIZE, `ulimit -f`)
+  // with SIGXFSZ at its default action, which ends the process, unless the
+  // command itself changes it: this test's own disposition is not inherited.
+  std::optional<unsigned long long> file_size_bytes = std::nullopt;
 };
 
 RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options = {});

@@ -5,7 +5,8 @@
 // already holds open for writing (/dev/stdout redirected to a file: replacing
 // it would lose what the caller wrote there), a read-only output is refused,
 // a name as long as the file system allows works, a FIFO input is refused
-// instead of waiting for a writer, SIGTERM leaves no temp file, and an input
+// instead of waiting for a writer, a write past `ulimit -f` is one error line
+// with the old output kept, SIGTERM leaves no temp file, and an input
 // truncated while it is read ends in one error line, not a bus error.
 #include <fcntl.h>
 #include <pwd.h>
@@ -203,6 +204,21 @@ TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {
   finished.set_value();
   watchdog.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "grad-x waited for a writer";
+}
+
+// Under `ulimit -f`, a write past the limit raises SIGXFSZ, whose default
+// action ends the process silently, leaving the temp file. The command
+// ignores it, so the write fails (EFBIG) like any other: one error line,
+// the old output kept, no temp file. The limit leaves room for the error
+// line on stderr (a file here) but not for the 16 KiB of grad_x.
+TEST_F(GradXTest, AWritePastTheFileSizeLimitIsOneErrorLineAndLeavesTheOldOutput) {
+  const MoeProblem p = make_problem(64, 2, 4, 64, 8, 4);
+  const Encoding e;
+  write_problem(p, e);
+  write_file("dx.npy", "old");
+  expect_error(args(p, e, path("dx.npy")), 1, path("dx.npy") + ": write failed: File too large",
+               RunOptions{.file_size_bytes = 4096});
+  EXPECT_EQ(read_file("dx.npy"), "old");
 }
 
 // A run long enough to be interrupted: the scalar path, one thread, 4.3

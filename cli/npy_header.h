@@ -15,13 +15,15 @@ namespace moegrad::cli {
 
 // A malformed or unsupported .npy file; the loader prefixes the path.
 // Messages quote text from the file, which may hold any byte: control
-// characters are escaped (\n, \xNN) so a message is always one line.
+// characters are escaped (\n, \xNN) so a message is always one line, and
+// so are bytes >= 0x80, which need not form UTF-8, so a caller that decodes
+// stderr as text (Python's subprocess) can.
 class NpyError : public std::runtime_error {
  public:
-  explicit NpyError(const std::string& message) : std::runtime_error(escape_controls(message)) {}
+  explicit NpyError(const std::string& message) : std::runtime_error(escape_to_ascii(message)) {}
 
  private:
-  static std::string escape_controls(const std::string& s) {
+  static std::string escape_to_ascii(const std::string& s) {
     static constexpr char kHex[] = "0123456789abcdef";
     std::string out;
     out.reserve(s.size());
@@ -31,7 +33,7 @@ class NpyError : public std::runtime_error {
         out += "\\n";
       } else if (c == '\r') {
         out += "\\r";
-      } else if (c < 0x20 || c == 0x7f) {
+      } else if (c < 0x20 || c >= 0x7f) {
         out += "\\x";
         out += kHex[c >> 4];
         out += kHex[c & 15];

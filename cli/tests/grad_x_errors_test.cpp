@@ -97,6 +97,12 @@ TEST_F(GradXErrorTest, MalformedNpy) {
       {gy + "junk", "4 unexpected bytes after the data"},
       {npy_file(numpy_dict(">f4", shape), data), "big-endian dtype '>f4' is not supported"},
       {npy_file(numpy_dict("<f8", shape), data), "unsupported dtype '<f8'; expected <f4 or <f2 (or <u2 with --bf16)"},
+      // Bytes from the file are quoted escaped: a control byte would break
+      // the line, a byte >= 0x80 the UTF-8 a caller decodes stderr as.
+      {npy_file(numpy_dict("<i\x01", shape), data), "unsupported dtype '<i\\x01'"},
+      {npy_file(numpy_dict("<i\x8a", shape), data), "unsupported dtype '<i\\x8a'"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + dims + ", '\xc3\xa9\xff': 1}", data),
+       "unexpected key '\\xc3\\xa9\\xff'"},
       {npy_file(numpy_dict("<f4", shape), data, 4), "unsupported .npy format version 4.0"},
       {npy_file("{'descr': '<f4', 'fortran_order': False}", data), "no 'shape' key"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': " + dims + ", 'extra': 1}",

@@ -98,11 +98,15 @@ std::vector<uint8_t> npy_with_header(const std::string& dict) {
 // fuzz_npy found it (fuzz/corpus/npy/crash-newline-in-key): the reader's
 // messages quote header text as it is, so a key or descr holding a newline
 // made `moegrad` print a multi-line error (SPEC §7: one line on stderr).
-TEST(NpyRegression, ErrorMessagesQuotingTheHeaderStayOneLine) {
+TEST(NpyRegression, ErrorMessagesQuotingTheHeaderStayOneAsciiLine) {
   const std::string cases[] = {
       "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x\ny': 1, }",   // unknown key
       "{'descr': '<f4\nf4', 'fortran_order': False, 'shape': (2,), }",          // unsupported descr
       "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'a\rb': 1, }",   // carriage return
+      // Not one line, but the same kind of fault: raw bytes >= 0x80 made the
+      // line invalid UTF-8, which Python's text-mode stderr refuses to decode.
+      "{'descr': '<i\x8a', 'fortran_order': False, 'shape': (2,), }",           // unsupported descr
+      "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), '\xc3\xa9': 1, }",  // unknown key
   };
   for (const std::string& dict : cases) {
     const auto bytes = npy_with_header(dict);

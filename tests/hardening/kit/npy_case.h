@@ -2,7 +2,7 @@
 // public functions only): the bytes are parsed as a header dictionary and
 // loaded as a whole file. Checks:
 //  * the only failures are NpyError (header) / CliError (load) with a
-//    one-line message; nothing else escapes, nothing crashes;
+//    message of one line of ASCII; nothing else escapes, nothing crashes;
 //  * a loaded array's DLTensor is consistent: ndim/shape/dtype/strides match
 //    the header, data is element-aligned, and every data byte is readable
 //    (ASan checks the reads) and equals the file's bytes after the header;

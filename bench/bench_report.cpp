@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "json_string.h"
+#include "ratio_text.h"
 
 namespace moegrad::bench {
 namespace {
@@ -136,7 +137,8 @@ void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& m
                  r.dtype.value_or("-").c_str(), r.mode.value_or("-").c_str(), r.threads, r.path.c_str(),
                  fixed(r.ms, "%.3f").c_str(), fixed(r.ms_min, "%.3f").c_str(), fixed(r.ms_max, "%.3f").c_str(),
                  fixed(r.gflops, "%.1f").c_str(), fixed(pct, "%.1f%%").c_str(), fixed(vs_onednn, "%.3fx").c_str(),
-                 r.workspace_bytes ? bytes_text(*r.workspace_bytes).c_str() : "-", fixed(ws_ratio, "%.4f").c_str(),
+                 r.workspace_bytes ? bytes_text(*r.workspace_bytes).c_str() : "-",
+                 ws_ratio ? cli::ratio_text(*ws_ratio).c_str() : "-",
                  r.peak_rss_bytes ? bytes_text(*r.peak_rss_bytes).c_str() : "-", r.check.c_str());
   }
   print_speedups(out, report);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "ratio_text.h"
+
 namespace moegrad::cli {
 namespace {
 
@@ -43,9 +45,9 @@ void print_human(const RunReport& r) {
   std::printf("  fused       %.3f ms (median of %d, plan %.3f ms)  %.1f GFLOP/s\n", r.fused_ms,
               r.repetitions, r.plan_ms, r.gflops);
   std::printf("  workspace   %" PRIu64 " B (%.2f MiB) vs %" PRIu64
-              " B (%.2f MiB) for the non-fused d_expanded_x (4*M*K): %.4fx\n",
+              " B (%.2f MiB) for the non-fused d_expanded_x (4*M*K): %sx\n",
               r.workspace_bytes, mib(r.workspace_bytes), r.nonfused_bytes, mib(r.nonfused_bytes),
-              ratio(r.workspace_bytes, r.nonfused_bytes));
+              ratio_text(ratio(r.workspace_bytes, r.nonfused_bytes)).c_str());
   if (r.have_nonfused) {
     std::printf("  non-fused   %.3f ms, max |fused - non-fused| = %.3g (bitwise equal: %s)\n",
                 r.nonfused_ms, r.nonfused_max_abs_diff, r.nonfused_identical ? "yes" : "no");

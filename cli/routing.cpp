@@ -54,9 +54,11 @@ Routing make_routing(int64_t batch, int64_t top_k, int64_t experts, uint64_t see
   } catch (const std::bad_alloc&) {
     // Its vectors are the first of a problem's buffers: say what did not
     // fit, as for the others (AlignedBuffer), not just "out of memory".
+    // Two 8-byte tables per slot, three per expert (mark, counts, next).
     const uint64_t slots = static_cast<uint64_t>(batch) * static_cast<uint64_t>(top_k);
-    data_error("out of memory: cannot allocate the routing of " + std::to_string(slots) + " slots (" +
-               std::to_string(16 * slots) + " bytes)");
+    const uint64_t bytes = 16 * slots + 24 * static_cast<uint64_t>(experts);
+    data_error("out of memory: cannot allocate the routing of " + std::to_string(slots) + " slots to " +
+               std::to_string(experts) + " experts (" + std::to_string(bytes) + " bytes)");
   }
 }
 

@@ -83,9 +83,18 @@ TEST_F(CliTest, ARoutingTooLargeForMemorySaysSo) {
   const RunResult r = run_moegrad(
       {"bench", "--shape", "100000000,8,8,8,8", "--dtype", "f32", "--threads", "1", "--reps", "1"}, capped);
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("out of memory: cannot allocate the routing of 800000000 slots (12800000000 bytes)"),
+  // 16 bytes a slot, 24 an expert.
+  EXPECT_NE(r.err.find("out of memory: cannot allocate the routing of 800000000 slots to 8 experts "
+                       "(12800000192 bytes)"),
             std::string::npos)
       << r.err;
+  // The expert tables too: 4 slots, but 2^31 - 1 experts.
+  const RunResult wide = run_moegrad(
+      {"bench", "--shape", "4,1,2147483647,8,8", "--dtype", "f32", "--threads", "1", "--reps", "1"}, capped);
+  EXPECT_EQ(wide.exit_code, 1) << wide.err;
+  EXPECT_NE(wide.err.find("cannot allocate the routing of 4 slots to 2147483647 experts (51539607592 bytes)"),
+            std::string::npos)
+      << wide.err;
 }
 
 // `run` allocates grad_y and weight before it builds the routing, so a shape

@@ -216,6 +216,26 @@ class ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
 
+// Names and values in the JSON may hold any byte (an environment variable's
+// name): valid UTF-8 is written as it is, any other byte as U+FFFD, so the
+// output stays UTF-8, as JSON must (RFC 8259).
+TEST_F(CliTest, InfoJsonStaysUtf8WhateverTheEnvironmentHolds) {
+  // The checker itself refuses what is not UTF-8.
+  EXPECT_TRUE(is_single_json_object("{\"a\": \"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\"}"));
+  for (const char* bad : {"\xff", "\xc3", "\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\x80"})
+    EXPECT_FALSE(is_single_json_object(std::string("{\"a\": \"") + bad + "\"}")) << "accepted " << bad;
+
+  const ScopedEnv env({{"MOEGRAD_\xff\xc3X", "1"},  // a stray byte, a truncated sequence
+                       {"MOEGRAD_\xed\xa0\x80Y", "1"},  // an encoded surrogate, not UTF-8
+                       {"MOEGRAD_\xc3\xa9T\xe2\x82\xac", "1"}});  // valid: é and €
+  const RunResult json = run_moegrad({"info", "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(is_single_json_object(json.out)) << json.out;
+  for (const char* needle : {"\"MOEGRAD_\\ufffd\\ufffdX\": ", "\"MOEGRAD_\\ufffd\\ufffd\\ufffdY\": ",
+                             "\"MOEGRAD_\xc3\xa9T\xe2\x82\xac\": "})
+    EXPECT_NE(json.out.find(needle), std::string::npos) << needle << " missing in\n" << json.out;
+}
+
 // Every setting info reports is the one asked for through the environment.
 TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   const ScopedEnv env({{"MOEGRAD_NUM_THREADS", "3"},

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <cstddef>
+#include <cstdint>
 
 namespace moegrad::cli_test {
 namespace {
@@ -48,11 +49,34 @@ class JsonChecker {
     }
     return true;
   }
+  // JSON text is UTF-8 (RFC 8259): a multi-byte character must decode to a
+  // code point that needs all its bytes, is no surrogate and is at most
+  // U+10FFFF.
+  bool utf8_character() {
+    const auto byte = [&](std::size_t j) { return static_cast<unsigned char>(s_[j]); };
+    const unsigned char lead = byte(i_);
+    const int n = lead >= 0xf8 ? 0 : lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 0;
+    if (n == 0 || s_.size() - i_ < static_cast<std::size_t>(n)) return false;
+    uint32_t code = lead & (0x7fu >> n);
+    for (int j = 1; j < n; ++j) {
+      if ((byte(i_ + j) & 0xc0) != 0x80) return false;
+      code = code << 6 | (byte(i_ + j) & 0x3fu);
+    }
+    static constexpr uint32_t kLeast[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kLeast[n] || (code >= 0xd800 && code <= 0xdfff) || code > 0x10ffff) return false;
+    i_ += static_cast<std::size_t>(n);
+    return true;
+  }
   bool string() {
     if (!eat('"')) return false;
     while (i_ < s_.size() && s_[i_] != '"') {
-      if (static_cast<unsigned char>(s_[i_]) < 0x20) return false;
-      if (s_[i_] == '\\') ++i_;
+      const unsigned char c = static_cast<unsigned char>(s_[i_]);
+      if (c < 0x20) return false;
+      if (c >= 0x80) {
+        if (!utf8_character()) return false;
+        continue;
+      }
+      if (c == '\\') ++i_;
       ++i_;
     }
     return eat('"');

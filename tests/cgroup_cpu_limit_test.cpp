@@ -67,6 +67,21 @@ TEST_F(FakeRoot, V2LeafLimit) {
   EXPECT_EQ(limit(), 2.5);
 }
 
+// A thread moved into a threaded child cgroup (v2) gets that cgroup's limit
+// as well as its process's: /proc/thread-self/cgroup names it, and is read
+// before /proc/self/cgroup. Without it (kernels before 3.17), the process's.
+TEST_F(FakeRoot, V2ThreadedChildOfTheCallingThread) {
+  write("/proc/self/cgroup", "0::/app\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write("/sys/fs/cgroup/app/cpu.max", "400000 100000\n");
+  write("/sys/fs/cgroup/app/workers/cpu.max", "150000 100000\n");
+  EXPECT_EQ(limit(), 4.0);
+  write("/proc/thread-self/cgroup", "0::/app/workers\n");
+  EXPECT_EQ(limit(), 1.5);
+  write("/sys/fs/cgroup/app/cpu.max", "100000 100000\n");  // the process's, tighter still
+  EXPECT_EQ(limit(), 1.0);
+}
+
 // The kernel enforces every ancestor's limit too; "max" is no limit. The
 // tightest counts, wherever it is, but nothing above the mount point.
 TEST_F(FakeRoot, V2TighterParentLimit) {

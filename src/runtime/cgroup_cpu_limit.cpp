@@ -78,7 +78,7 @@ void keep_tightest(std::optional<double>* best, const std::optional<double>& lim
 // controller.
 struct Hierarchy {
   bool v2;
-  std::string path;  // the process's cgroup within it, from /proc/self/cgroup
+  std::string path;  // the thread's cgroup within it, from /proc/thread-self/cgroup
 };
 
 // A mount of such a hierarchy, from /proc/self/mountinfo: `root` is the
@@ -166,7 +166,12 @@ std::optional<double> tightest(const std::string& root, const Mount& m, const st
 
 std::optional<double> cgroup_cpu_limit(const std::string& root) {
   try {
-    const std::optional<std::string> cgroup = read_file(root + "/proc/self/cgroup");
+    // The calling thread's cgroups: a thread may sit in a threaded child
+    // cgroup of its process's (cgroup v2's threaded mode, v1's per-thread
+    // tasks) with a limit of its own, and the workers it starts inherit them.
+    // Kernels before 3.17 have no /proc/thread-self: the process's, then.
+    std::optional<std::string> cgroup = read_file(root + "/proc/thread-self/cgroup");
+    if (!cgroup) cgroup = read_file(root + "/proc/self/cgroup");
     const std::optional<std::string> mountinfo = read_file(root + "/proc/self/mountinfo");
     if (!cgroup || !mountinfo) return std::nullopt;
     const std::vector<Mount> all = mounts(*mountinfo);

@@ -197,6 +197,14 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
   if (name_max <= 0) name_max = NAME_MAX;
   const std::size_t path_room = dir_.size() + 2 < PATH_MAX ? PATH_MAX - 2 - dir_.size() : 0;
   const std::size_t room = std::min(static_cast<std::size_t>(name_max), path_room);
+  // The temp name is shortened to fit, but the final rename() needs the name
+  // as given: refuse one too long now, not after the work.
+  if (base.size() > static_cast<std::size_t>(name_max))
+    data_error(path_ + ": the file name is " + std::to_string(base.size()) + " bytes, more than the " +
+               std::to_string(name_max) + " that " + dir_ + " allows");
+  if (target_.size() >= PATH_MAX)
+    data_error(path_ + ": the path is " + std::to_string(target_.size()) + " bytes, PATH_MAX is " +
+               std::to_string(PATH_MAX));
   // A hidden name that says who made it, unique per process and attempt;
   // O_EXCL makes a clash with any existing file a retry, never an overwrite.
   // Mode 0666 lets the umask decide, as for any file the user creates.

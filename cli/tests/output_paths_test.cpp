@@ -4,7 +4,8 @@
 // node: as root, over /dev/null, for everyone), so is a file the command
 // already holds open for writing (/dev/stdout redirected to a file: replacing
 // it would lose what the caller wrote there), a read-only output is refused,
-// a name as long as the file system allows works, a FIFO input is refused
+// a name as long as the file system allows works and a longer one is
+// refused before the work, a FIFO input is refused
 // instead of waiting for a writer, a write past `ulimit -f` is one error line
 // with the old output kept, SIGTERM leaves no temp file, and an input
 // truncated while it is read ends in one error line, not a bus error.
@@ -185,6 +186,19 @@ TEST_F(OutputPathTest, ANameAsLongAsTheFileSystemAllowsIsWritten) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(read_file(name), want);
   EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy", "plain.npy", name}));
+}
+
+// One byte longer, and the name cannot be created: refused before the work
+// (the temp file's name is shortened to fit, so only the final rename would
+// find out), leaving nothing behind.
+TEST_F(OutputPathTest, ANameLongerThanTheFileSystemAllowsIsRefusedFirst) {
+  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  ASSERT_GT(name_max, 4);
+  const std::string name = std::string(static_cast<std::size_t>(name_max) - 3, 'a') + ".npy";
+  expect_error(args(p_, e_, path(name)), 1,
+               path(name) + ": the file name is " + std::to_string(name_max + 1) + " bytes, more than the " +
+                   std::to_string(name_max) + " that " + dir_.string() + " allows");
+  EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy"}));
 }
 
 TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {

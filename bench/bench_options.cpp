@@ -99,7 +99,7 @@ const ShapeSpec kBuiltinShapes[] = {
 };
 
 [[noreturn]] void usage(const std::string& message) {
-  throw UsageError("bench: " + message + " (see moegrad bench --help)");
+  throw UsageError("bench: " + message + " (see 'moegrad bench --help')");
 }
 
 std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi) {

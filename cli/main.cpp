@@ -90,6 +90,7 @@ int dispatch(int argc, char** argv) {
     return find_command(argv[2]).run(std::span<char* const>(args));
   }
   if (name == "--version") {
+    if (argc > 2) usage_error("--version takes no arguments (see 'moegrad --help')");
     std::printf("moegrad %s\n", moegrad_version());
     return kExitOk;
   }

@@ -59,12 +59,14 @@ TEST_F(CliTest, Version) {
   const RunResult r = run_moegrad({"--version"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, "moegrad 0.1.0\n");
+  expect_error({"--version", "extra"}, 2, "--version takes no arguments");
 }
 
 TEST_F(CliTest, DispatchErrors) {
   expect_error({}, 2, "no command given");
   expect_error({"frobnicate"}, 2, "unknown command 'frobnicate'");
   expect_error({"bench", "--shape", "nope"}, 2, "unknown --shape 'nope'");
+  expect_error({"bench", "--reps", "0"}, 2, "(see 'moegrad bench --help')");  // quoted as the other commands' are
   // Numbers, but not five: the count is what is wrong, not the first number.
   expect_error({"bench", "--shape", "1,1,1,1"}, 2,
                "--shape 1,1,1,1: a custom shape needs 5 numbers batch,top_k,G,K,N, not 4");

@@ -135,8 +135,8 @@ MOEGRAD_API const char* moegrad_status_string(moegrad_status status);
  * and again after a successful planning or run call (get_workspace_size, a
  * run, a one-shot *_run, and moegrad_moe_init_routing_max_rows, which
  * validates as planning does); other successful calls (context setters,
- * getters, destroy calls) leave it as it was. The pointer stays valid until the next moegrad call on
- * this thread. */
+ * getters, destroy calls) leave it as it was. The pointer stays valid until
+ * the next moegrad call on this thread. */
 MOEGRAD_API const char* moegrad_last_error_message(void);
 
 /* "0.1.0" */

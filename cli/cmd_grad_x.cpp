@@ -179,7 +179,11 @@ int cmd_grad_x(std::span<char* const> args) {
     data_error("grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
                "] overflows 64-bit size");
   }
-  AlignedBuffer grad_x_buf(out_bytes, "grad_x");
+  // Named with its shape and where that comes from: a mistyped --batch
+  // shows up here first, as a buffer that cannot be allocated.
+  const std::string grad_x_what = "grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
+                                  "] (--batch by the weight's K)";
+  AlignedBuffer grad_x_buf(out_bytes, grad_x_what.c_str());
   int64_t grad_x_shape[2] = {batch, k};
   const DLTensor grad_x = make_dl_tensor(grad_x_buf.data(), {kDLFloat, 32, 1}, grad_x_shape, 2);
 

@@ -203,6 +203,21 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
   expect_error(with("--batch", "1"), kData, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS");
 }
 
+// An output too large for memory names its shape and where the shape comes
+// from, so a mistyped --batch is recognisable (2 GiB of address space here).
+TEST_F(GradXErrorTest, AnOutputTooLargeForMemoryNamesItsShape) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the cap leaves";
+#endif
+  RunOptions capped;
+  capped.address_space_bytes = 2ull << 30;
+  // 2000000000 * 5 * 4 bytes.
+  expect_error(with("--batch", "2000000000"), kData,
+               "out of memory: cannot allocate 40000000000 bytes for grad_x [2000000000, 5] "
+               "(--batch by the weight's K)",
+               capped);
+}
+
 // Corrupting header bytes one at a time must give a clean result or a clean
 // error, never a crash: the reader trusts nothing in the file.
 TEST_F(GradXErrorTest, CorruptHeadersNeverCrash) {

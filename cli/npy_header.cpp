@@ -131,6 +131,12 @@ class HeaderParser {
       ++pos_;
     }
     if (pos_ == start) fail("expected a non-negative integer dimension");
+    // Python 3 has no such literal (010 was octal in Python 2), so NumPy
+    // refuses the file; reading it as decimal would guess. 00 is still 0.
+    if (s_[start] == '0' && value != 0) {
+      pos_ = start;
+      fail("a dimension with a leading zero is not a Python integer");
+    }
     consume('L');  // Python 2 long literals, as old NumPy wrote them
     return value;
   }

@@ -122,6 +122,8 @@ TEST_F(GradXErrorTest, MalformedNpy) {
        "overflows"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", data),
        "dimension too large"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (015, 7)}", data),
+       "a dimension with a leading zero is not a Python integer"},
       // A v2 header whose length field claims 16 MiB.
       {std::string("\x93NUMPY\x02\x00\x00\x00\x00\x01", 12) + std::string(64, ' '),
        "header of 16777216 bytes is too long"},

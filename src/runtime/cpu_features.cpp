@@ -33,7 +33,10 @@ CpuFeatures detect() {
   CpuFeatures f;
   detect_caches(&f);
   unsigned a = 0, b = 0, c = 0, d = 0;
+  // Leaf 0's vendor string is EBX, EDX, ECX: "Auth" "enti" "cAMD".
+  const bool amd = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  if (amd) f.amd_family = cpuid_family(a);
   const bool osxsave = c & (1u << 27);
   const bool fma = c & (1u << 12);
   const bool f16c = c & (1u << 29);

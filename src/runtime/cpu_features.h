@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace moegrad::runtime {
 
@@ -11,7 +12,19 @@ struct CpuFeatures {
   bool avx512bf16 = false; // AVX512_BF16 (vdpbf16ps), on top of avx512f
   size_t l1d_bytes = 0;     // per-core data-cache sizes from sysconf; 0 when it
   size_t l2_bytes = 0;      // reports none or one outside the plausible range
+  // The CPU family where the vendor is AMD (0x19: Zen 3 and 4, 0x1a: Zen 5),
+  // 0 on any other vendor: where a prefetch measured faster on one
+  // generation and slower on the next (driver/grad_x_driver.cpp).
+  unsigned amd_family = 0;
 };
+
+// The family CPUID leaf 1 reports in EAX, as Intel's and AMD's manuals
+// define it: the base family (bits 11:8), plus the extended family (bits
+// 27:20) where the base is 0xf.
+constexpr unsigned cpuid_family(uint32_t leaf1_eax) {
+  const unsigned base = (leaf1_eax >> 8) & 0xfu;
+  return base == 0xfu ? base + ((leaf1_eax >> 20) & 0xffu) : base;
+}
 
 // Plausible per-core data-cache sizes (also the range MOEGRAD_L1D_BYTES and
 // MOEGRAD_L2_BYTES must lie in).

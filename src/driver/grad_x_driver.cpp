@@ -146,6 +146,21 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   int32_t* list = region<int32_t>(base, plan.row_lists, worker);
   PackScratch scratch{region<float>(base, plan.a_pack, worker), region<float>(base, plan.b_pack, worker)};
 
+  // The slot's grad_x rows are requested into L2 while its last column
+  // pass computes, and each one a few rows ahead into L1 while the rows
+  // before it are added: tokens come in random order, which no hardware
+  // prefetcher follows. Measured on large-token (grad_x 56 MB, far beyond
+  // the L3), fused only: the look-ahead 0.78x the time without it; the L2
+  // requests 0.94-0.96x the time of the look-ahead alone with one thread,
+  // 0.91-0.95x with two (a scatter-add stalled on DRAM misses before), on
+  // a Zen 4. On a Zen 5, whose kernel call takes half as long, the kernel
+  // stalls on those requests instead (perf: a quarter of its samples);
+  // without them: 0.90-0.94x the time with one thread, 0.98-0.99x with
+  // two (f32, f16, bf16; two builds alternating call by call in one
+  // process). So they are made on every CPU but AMD's family 0x1a and
+  // later; no other generation has been measured. Only rows contiguous
+  // along K are requested (a PrefetchRows row is a span of lines).
+  const bool request_rows_into_l2 = p.gx_col == 1 && runtime::cpu_features().amd_family < 0x1au;
   zero_block(p, t0, t1, k0, kn);
   Slot slot_rows{list, list + plan.ms};
   SlotGatherer gather(p, t, t0, t1, plan.ms);
@@ -157,20 +172,6 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
                             grad_x_at(p, 0, k0), p.gx_row, slot_rows.tokens, true);
       continue;
     }
-    // The slot's grad_x rows are requested into L2 while its last column
-    // pass computes, and each one a few rows ahead into L1 while the rows
-    // before it are added: tokens come in random order, which no hardware
-    // prefetcher follows. Measured on large-token (grad_x 56 MB, far beyond
-    // the L3), fused only: the look-ahead 0.78x the time without it; the L2
-    // requests 0.94-0.96x the time of the look-ahead alone with one thread,
-    // 0.91-0.95x with two (a scatter-add stalled on DRAM misses before), on
-    // a Zen 4. On a Zen 5, whose kernel call takes half as long, the kernel
-    // stalls on those requests instead (perf: a quarter of its samples);
-    // without them: 0.90-0.94x the time with one thread, 0.98-0.99x with
-    // two (f32, f16, bf16; two builds alternating call by call in one
-    // process). So they are made on every CPU but AMD's family 0x1a and
-    // later; no other generation has been measured.
-    const bool request_rows_into_l2 = runtime::cpu_features().amd_family < 0x1au;
     const size_t row_bytes = static_cast<size_t>(kn) * sizeof(float);
     const auto* gx0 = reinterpret_cast<const std::byte*>(grad_x_at(p, 0, k0));
     const int64_t gx_stride = p.gx_row * static_cast<int64_t>(sizeof(float));
@@ -179,7 +180,7 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
     const kernels::PrefetchRows dest{gx0, slot_rows.tokens, gx_stride, slot_rows.count,
                                      (row_bytes + 63) / 64 + (aligned ? 0 : 1), true};
     grad_x_tile(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, plan.nc, &scratch,
-                p.gx_col == 1 && request_rows_into_l2 ? &dest : nullptr);
+                request_rows_into_l2 ? &dest : nullptr);
     for (size_t r = 0; r < slot_rows.count; ++r) {
       if (r + kAddAhead < slot_rows.count)
         prefetch_span(grad_x_at(p, slot_rows.tokens[r + kAddAhead], k0), row_bytes);

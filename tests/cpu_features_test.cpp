@@ -7,10 +7,10 @@
 
 #include <cstdint>
 #include <cstring>
-#include <fstream>
 #include <string>
 
 #include "runtime/cpu_features.h"
+#include "runtime/cpu_model.h"
 
 namespace {
 
@@ -39,23 +39,23 @@ TEST(CpuidFamily, AddsTheExtendedFamilyOnlyToBase0xf) {
   EXPECT_EQ(cpuid_family(leaf1_eax(0xf, 0xf, 0xf, 0xf, 0xff)), 270u);
 }
 
-// "vendor_id" and "cpu family" of the first processor in /proc/cpuinfo, or
-// empty strings.
-void read_proc_cpuinfo(std::string* vendor, std::string* family) {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line) && (vendor->empty() || family->empty());) {
-    const auto colon = line.find(':');
-    if (colon == std::string::npos || colon + 2 > line.size()) continue;
-    const std::string key = line.substr(0, line.find_first_of(" \t"));
-    const std::string value = line.substr(colon + 2);
-    if (key == "vendor_id" && vendor->empty()) *vendor = value;
-    if (key == "cpu" && line.compare(0, 10, "cpu family") == 0 && family->empty()) *family = value;
-  }
+// The reader the next test takes its expected values from: x86 Linux lists
+// "cpu family", "model" (a number) and "model name", so a key matched as a
+// prefix would answer "cpu" with the family and "model" with the name.
+TEST(CpuinfoField, MatchesWholeKeysOnly) {
+  using moegrad::runtime::cpuinfo_field;
+  const std::string model = cpuinfo_field("model"), name = cpuinfo_field("model name");
+  if (cpuinfo_field("cpu family").empty() || model.empty() || name.empty())
+    GTEST_SKIP() << "/proc/cpuinfo lacks the x86 keys";
+  EXPECT_EQ(cpuinfo_field("cpu"), "");
+  EXPECT_EQ(model.find_first_not_of("0123456789"), std::string::npos) << model;
+  EXPECT_EQ(moegrad::runtime::cpu_model(), name);
+  EXPECT_EQ(cpuinfo_field("no such key"), "");
 }
 
 TEST(CpuFeatures, AmdFamilyIsProcCpuinfosOnAmdAndZeroElsewhere) {
-  std::string vendor, family;
-  read_proc_cpuinfo(&vendor, &family);
+  const std::string vendor = moegrad::runtime::cpuinfo_field("vendor_id");
+  const std::string family = moegrad::runtime::cpuinfo_field("cpu family");
   if (vendor.empty() || family.empty()) GTEST_SKIP() << "/proc/cpuinfo gives no vendor_id or cpu family";
   // Under an emulator (qemu-user, as scripts/test_cpus.sh runs this test)
   // CPUID describes the emulated CPU and /proc/cpuinfo the host's.

@@ -6,6 +6,11 @@
 
 namespace moegrad::runtime {
 
+// The value of the first /proc/cpuinfo line whose key (the text before its
+// ':', trailing blanks dropped) is `key`, blanks trimmed; empty when there
+// is none or the file cannot be read.
+std::string cpuinfo_field(const char* key);
+
 // "model name" from /proc/cpuinfo, or "unknown CPU".
 std::string cpu_model();
 

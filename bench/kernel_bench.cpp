@@ -59,24 +59,30 @@ void BM_ukernel(benchmark::State& state) {
 // through an L2-sized set as in the driver. rows: the grad_y rows of the
 // call (a full panel is 32 on AVX-512, 16 on AVX2; fewer time the tails);
 // GFLOP/s counts those rows only, so a tail's figure shows what it wastes.
+// narrow: the table's kernel for a last panel of few rows
+// (RowvecKernels::narrow_ukernel) instead, to set beside those tails.
 void BM_rowvec_ukernel(benchmark::State& state) {
   const GemmKernels* k = table(state.range(0), state.range(3));
-  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const bool narrow = state.range(4) != 0;
+  if (k == nullptr || k->rowvec == nullptr || (narrow && k->rowvec->narrow_ukernel == nullptr))
+    return state.SkipWithError("ISA not available on this CPU");
   const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
+  const auto ukernel = narrow ? rv.narrow_ukernel : rv.ukernel;
   const size_t kc = static_cast<size_t>(state.range(1));
-  const size_t rows = std::min(static_cast<size_t>(state.range(2)), rv.panel);
+  const size_t rows = std::min(static_cast<size_t>(state.range(2)), narrow ? rv.narrow_rows : rv.panel);
   const size_t panels = 8;
   Buffer a = make_buffer(panels * kc * rv.panel, 0.5f), w = make_buffer(rv.strip_floats, 0.25f);
   Buffer c = make_buffer(rv.strip * rv.panel, 0.0f);
   size_t i = 0;
   for (auto _ : state) {
-    rv.ukernel(kc, w.get(), a.get() + (i++ % panels) * kc * rv.panel, c.get(), rv.panel, rows, rv.strip, false, {});
+    ukernel(kc, w.get(), a.get() + (i++ % panels) * kc * rv.panel, c.get(), rv.panel, rows, rv.strip, false, {});
     benchmark::DoNotOptimize(c.get());
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * rv.strip * kc),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
-  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (rows == rv.panel ? " full panel" : " tail"));
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) +
+                 (narrow ? " narrow tail" : rows == rv.panel ? " full panel" : " tail"));
 }
 
 // The packed engine's tile with A as copied rows ([MR][ld], the layout for
@@ -154,18 +160,23 @@ BENCHMARK(BM_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 1});
 BENCHMARK(BM_rowvec_ukernel)
-    ->ArgNames({"isa", "kc", "rows", "fast_bf16"})
-    ->Args({MOEGRAD_ISA_AVX2, 256, 16, 0})
-    ->Args({MOEGRAD_ISA_AVX2, 256, 8, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 32, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 24, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 512, 32, 1})  // the fast mode's block where the L1 holds it
-    ->Args({MOEGRAD_ISA_AVX512, 256, 32, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 24, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 1});
+    ->ArgNames({"isa", "kc", "rows", "fast_bf16", "narrow"})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 16, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX2, 256, 8, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 32, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 24, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 512, 32, 1, 0})  // the fast mode's block where the L1 holds it
+    ->Args({MOEGRAD_ISA_AVX512, 256, 32, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 24, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 16, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 1, 0})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 2, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 4, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 6, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 1});
 BENCHMARK(BM_rows_a_ukernel)
     ->ArgNames({"isa", "kc", "fast_bf16"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})

@@ -43,7 +43,21 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   size_t cur = 0;
   bool staged = false;  // strip[cur] already holds the block's strip
   const bool can_stage = k.raw_strip[dt] && panels > 1;
-  const bool shares_to_l1_ok = k.panel == 32 && runtime::cpu_features().amd_family >= 0x1au;
+  // Two choices measured on a Zen 5 only (AMD family 1Ah): the share
+  // requests below, and the narrow kernel for a last panel of few rows.
+  // That panel, with vectors along grad_y rows, costs a whole vector per
+  // weight row whatever its rows; the narrow kernel's vectors run along the
+  // weight rows, so it costs one per grad_y row, though its chains (kc
+  // FMAs, 4 cycles each) bound it and the strip's transpose adds shuffles.
+  // kernel_bench there: 0.47-0.52x the time of the 8-row tail for 1-4
+  // rows, 0.61-0.66x for 8. Fused, two builds alternating call by call:
+  // experts of exactly 68 rows (a 4-row tail) 0.90-0.93x, fine-grained
+  // 0.98x with one thread and 0.98-0.99x with two, zmoe 0.99-1.0x. Where
+  // AVX-512 runs in two 256-bit halves (Zen 4), a zmm FMA or shuffle costs
+  // two of the tail's ymm FMAs, so it may not pay; not measured.
+  const bool zen5 = runtime::cpu_features().amd_family >= 0x1au;
+  const bool shares_to_l1_ok = zen5 && k.panel == 32;
+  const bool narrow_last = zen5 && k.narrow_ukernel != nullptr && count - last <= k.narrow_rows;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -160,7 +174,8 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
             share.end = next.end * (call + 1) / shares;
             share.to_l2 = !shares_to_l1;
           }
-          k.ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, std::min(k.panel, count - ir),
+          const kernels::RowvecUkernelFn ukernel = call == 0 && narrow_last ? k.narrow_ukernel : k.ukernel;
+          ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, std::min(k.panel, count - ir),
                     cn, pc > 0, final_call ? last_call : share);
         }
         staged = stage;

@@ -124,6 +124,13 @@ struct RowvecKernels {
   // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols (or = when
   // !add: the non-fused path writing d_expanded_x).
   AddColsFn add_cols;
+  // A slot's last panel of at most narrow_rows rows (0: none), computed with
+  // vectors along the strip's weight rows instead (same Ct, same bits; the
+  // strip is transposed in registers): a grad_y-row vector would be mostly
+  // lanes of padding. Same contract as ukernel otherwise. The driver decides
+  // where it pays.
+  RowvecUkernelFn narrow_ukernel;
+  size_t narrow_rows;
 
   // The words that n reduction elements take in a strip or panel row (bf16
   // pairs: an odd n ends with a half-filled word).

@@ -16,6 +16,8 @@ constinit const RowvecKernels kRowvecKernels = {
     copy_strip_6__avx2,
     {true, false, false},
     f32_add_cols__avx2,
+    nullptr,
+    0,
 };
 
 constinit const RowsAKernels kRowsAKernels = {

@@ -110,6 +110,8 @@ constinit const RowvecKernels kPairRowvecKernels = {
     kCopyStripPairs,
     {false, false, true},
     avx512::f32_add_cols__avx512f,
+    nullptr,
+    0,
 };
 
 }  // namespace moegrad::kernels::avx512bf16

@@ -176,7 +176,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
           }
           const kernels::RowvecUkernelFn ukernel = call == 0 && narrow_last ? k.narrow_ukernel : k.ukernel;
           ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, std::min(k.panel, count - ir),
-                    cn, pc > 0, final_call ? last_call : share);
+                  cn, pc > 0, final_call ? last_call : share);
         }
         staged = stage;
         if (stage) cur = 1 - cur;

@@ -149,7 +149,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // served in time (perf, fine-grained: a third of the main kernel's
         // samples on the copy's loads, and its L2 requests stalling).
         // Measured there, two builds alternating call by call, f32:
-        // fine-grained 0.92-0.99x the time with one thread, 0.87-0.96x with
+        // fine-grained 0.92-0.99x the time with one thread, 0.87-1.0x with
         // two (the more loaded the host, the larger the gain); 41 rows per
         // expert 1.0x and 0.97x. Not with more share calls, whose lines
         // would wait longer in L1 (all shares into L1: zmoe 1.04-1.05x), nor

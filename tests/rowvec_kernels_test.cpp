@@ -116,9 +116,10 @@ TEST(RowvecNarrowKernel, GivesTheContractChainAndTheMainKernelsBits) {
   }
 }
 
-// Ct rows c >= cols are neither read nor written, nor is anything past the
-// first panel's width in a row (the contract lets a kernel write rows up to
-// whole vectors, never past ldct's first PANEL floats here).
+// Ct rows c >= cols are not written and their contents (NaN) do not reach
+// the computed rows; nor is anything past the first panel's width in a row
+// written (the contract lets a kernel write rows up to whole vectors, never
+// past ldct's first PANEL floats here).
 TEST(RowvecNarrowKernel, LeavesOtherRowsAndColumnsAlone) {
   const auto tables = narrow_tables();
   if (tables.empty()) GTEST_SKIP() << "no ISA with a narrow row-vector kernel on this CPU";

@@ -1,0 +1,344 @@
+// ab_compare: two builds of libmoegrad.so timed against each other in one
+// process, call by call (the A/B the performance notes in the code and in
+// docs/performance-history.md quote).
+//
+// On a shared VM the machine's speed drifts by up to a fifth within minutes,
+// so two `moegrad bench` runs of two builds compare the host's moods as much
+// as the code. Here both builds plan the same problem over the same inputs,
+// and each round calls them back to back, the first of the two alternating
+// from round to round; the median of the rounds' time ratios B/A is what the
+// change is worth, with quartiles to show its spread. The same library given
+// twice measures the noise floor of such a ratio (an A/A run).
+//
+// Every speed-up keeps SPEC §5's order, so the two builds' grad_x must match
+// bit for bit: checked after the timing; a difference is exit status 3.
+#include <dlfcn.h>
+#include <moegrad/moegrad.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "aligned_buffer.h"
+#include "bench_options.h"
+#include "dl_tensor.h"
+#include "float_formats.h"
+#include "random_data.h"
+#include "routing.h"
+
+namespace {
+
+using moegrad::bench::ShapeSpec;
+using moegrad::cli::AlignedBuffer;
+using moegrad::cli::FloatFormat;
+
+const char kHelp[] =
+    "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
+    "                  [--threads N] [--fast-bf16] [--routing random|even] [--rounds R]\n"
+    "\n"
+    "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
+    "process: both plan the same problem over the same inputs, each round runs A and B\n"
+    "back to back (which goes first alternates), and the median of the rounds' ratios\n"
+    "B/A is reported with its quartiles, min and max, beside each build's median time.\n"
+    "The two grad_x must be bitwise identical (exit status 3 if not). Give the same\n"
+    "library twice for the noise floor (an A/A run).\n"
+    "\n"
+    "  --shape S      zmoe, large-token, fine-grained (as `moegrad bench`) or\n"
+    "                 batch,top_k,G,K,N (default fine-grained)\n"
+    "  --dtype D      f32, f16 or bf16 (default f32)\n"
+    "  --threads N    threads of both contexts (default 1)\n"
+    "  --fast-bf16    the opt-in fast bf16 mode (bf16 only)\n"
+    "  --routing R    random: `moegrad bench`'s top-k routing (default); even: token b\n"
+    "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
+    "                 rows when G divides batch*top_k (tails of one known length)\n"
+    "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n";
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The C API of one build, resolved from its handle.
+struct Library {
+  std::string path;
+  void* handle = nullptr;
+  decltype(&moegrad_version) version = nullptr;
+  decltype(&moegrad_last_error_message) last_error = nullptr;
+  decltype(&moegrad_context_create) context_create = nullptr;
+  decltype(&moegrad_context_destroy) context_destroy = nullptr;
+  decltype(&moegrad_context_set_num_threads) set_num_threads = nullptr;
+  decltype(&moegrad_context_set_fast_bf16) set_fast_bf16 = nullptr;
+  decltype(&moegrad_grad_x_get_workspace_size) get_workspace_size = nullptr;
+  decltype(&moegrad_grad_x) grad_x = nullptr;
+  decltype(&moegrad_executor_destroy) executor_destroy = nullptr;
+};
+
+template <class Fn>
+void resolve(const Library& lib, const char* name, Fn* fn) {
+  *fn = reinterpret_cast<Fn>(dlsym(lib.handle, name));
+  if (*fn == nullptr) throw std::runtime_error(lib.path + ": no symbol " + name);
+}
+
+// RTLD_LOCAL: each build's symbols stay its own, though both export the same
+// names. Two paths of one file give one handle: an A/A run.
+Library load(const std::string& path) {
+  Library lib;
+  lib.path = path;
+  lib.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib.handle == nullptr) throw std::runtime_error(std::string("cannot load ") + dlerror());
+  resolve(lib, "moegrad_version", &lib.version);
+  resolve(lib, "moegrad_last_error_message", &lib.last_error);
+  resolve(lib, "moegrad_context_create", &lib.context_create);
+  resolve(lib, "moegrad_context_destroy", &lib.context_destroy);
+  resolve(lib, "moegrad_context_set_num_threads", &lib.set_num_threads);
+  resolve(lib, "moegrad_context_set_fast_bf16", &lib.set_fast_bf16);
+  resolve(lib, "moegrad_grad_x_get_workspace_size", &lib.get_workspace_size);
+  resolve(lib, "moegrad_grad_x", &lib.grad_x);
+  resolve(lib, "moegrad_executor_destroy", &lib.executor_destroy);
+  return lib;
+}
+
+// One build's runs: its context, workspace and grad_x. An executor runs
+// once, so every call plans again; only the run is timed, as `moegrad
+// bench` times the fused path.
+class BuildRuns {
+ public:
+  BuildRuns(const Library& lib, const moegrad_grad_x_args& args, const DLTensor& grad_x_template, int threads,
+            bool fast)
+      : lib_(lib), args_(args), grad_x_t_(grad_x_template) {
+    const auto B = static_cast<size_t>(grad_x_t_.shape[0]), K = static_cast<size_t>(grad_x_t_.shape[1]);
+    grad_x_ = AlignedBuffer(B * K * sizeof(float), "grad_x");
+    std::fill_n(grad_x_.as<float>(), B * K, std::numeric_limits<float>::quiet_NaN());
+    grad_x_t_.data = grad_x_.data();
+    args_.grad_x = &grad_x_t_;
+    check(lib_.context_create(&ctx_), "moegrad_context_create");
+    check(lib_.set_num_threads(ctx_, threads), "moegrad_context_set_num_threads");
+    if (fast) check(lib_.set_fast_bf16(ctx_, 1), "moegrad_context_set_fast_bf16");
+  }
+  ~BuildRuns() {
+    if (executor_ != nullptr) lib_.executor_destroy(executor_);
+    if (ctx_ != nullptr) lib_.context_destroy(ctx_);
+  }
+  BuildRuns(const BuildRuns&) = delete;
+  BuildRuns& operator=(const BuildRuns&) = delete;
+
+  // Plans, then returns the milliseconds of the moegrad_grad_x call.
+  double timed_call() {
+    size_t bytes = 0;
+    check(lib_.get_workspace_size(&args_, ctx_, &bytes, &executor_), "moegrad_grad_x_get_workspace_size");
+    if (workspace_.size() < bytes) workspace_ = AlignedBuffer(bytes, "workspace");
+    const auto t0 = std::chrono::steady_clock::now();
+    const moegrad_status s = lib_.grad_x(workspace_.data(), bytes, executor_, ctx_);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    lib_.executor_destroy(executor_);
+    executor_ = nullptr;
+    check(s, "moegrad_grad_x");
+    return ms;
+  }
+  const float* grad_x() const { return grad_x_.as<float>(); }
+
+ private:
+  void check(moegrad_status s, const char* what) const {
+    if (s != MOEGRAD_STATUS_SUCCESS) throw std::runtime_error(lib_.path + ": " + what + ": " + lib_.last_error());
+  }
+
+  const Library& lib_;
+  moegrad_grad_x_args args_;
+  DLTensor grad_x_t_;
+  AlignedBuffer grad_x_, workspace_;
+  moegrad_context* ctx_ = nullptr;
+  moegrad_executor* executor_ = nullptr;
+};
+
+int64_t parse_int(std::string_view s, const char* what) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < 1)
+    throw UsageError(std::string(what) + " must be a positive integer, not '" + std::string(s) + "'");
+  return v;
+}
+
+ShapeSpec parse_shape(std::string_view s) {
+  for (const ShapeSpec& b : moegrad::bench::builtin_shapes())
+    if (b.name == s) return b;
+  int64_t v[5];
+  size_t n = 0, start = 0;
+  for (; n < 5 && start <= s.size(); ++n) {
+    const size_t comma = std::min(s.find(',', start), s.size());
+    v[n] = parse_int(s.substr(start, comma - start), "--shape batch,top_k,G,K,N");
+    start = comma + 1;
+  }
+  if (n != 5 || start <= s.size()) throw UsageError("--shape: a shape name or batch,top_k,G,K,N");
+  if (v[1] > v[2]) throw UsageError("--shape: top_k must not exceed G");
+  if (v[0] * v[1] > std::numeric_limits<int32_t>::max()) throw UsageError("--shape: batch*top_k too large");
+  return ShapeSpec{std::string(s), v[0], v[1], v[2], v[3], v[4]};
+}
+
+struct Options {
+  std::string lib_a, lib_b;
+  ShapeSpec shape = parse_shape("fine-grained");
+  FloatFormat format = FloatFormat::kF32;
+  int threads = 1;
+  bool fast_bf16 = false;
+  bool even_routing = false;
+  int rounds = 21;
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<std::string_view> pos;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= argc) throw UsageError(std::string(a) + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(kHelp, stdout);
+      std::exit(0);
+    } else if (a == "--shape") {
+      o.shape = parse_shape(value());
+    } else if (a == "--dtype") {
+      const std::string_view d = value();
+      if (d == "f32") o.format = FloatFormat::kF32;
+      else if (d == "f16") o.format = FloatFormat::kF16;
+      else if (d == "bf16") o.format = FloatFormat::kBF16;
+      else throw UsageError("--dtype: f32, f16 or bf16, not '" + std::string(d) + "'");
+    } else if (a == "--threads") {
+      o.threads = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads"), MOEGRAD_MAX_THREADS));
+    } else if (a == "--rounds") {
+      o.rounds = static_cast<int>(std::min<int64_t>(parse_int(value(), "--rounds"), 100000));
+    } else if (a == "--fast-bf16") {
+      o.fast_bf16 = true;
+    } else if (a == "--routing") {
+      const std::string_view r = value();
+      if (r != "random" && r != "even") throw UsageError("--routing: random or even, not '" + std::string(r) + "'");
+      o.even_routing = r == "even";
+    } else if (a.starts_with("-")) {
+      throw UsageError("unknown option " + std::string(a));
+    } else {
+      pos.push_back(a);
+    }
+  }
+  if (pos.size() != 2) throw UsageError("two libraries are needed: LIB_A LIB_B");
+  if (o.fast_bf16 && o.format != FloatFormat::kBF16) throw UsageError("--fast-bf16 needs --dtype bf16");
+  o.lib_a = pos[0];
+  o.lib_b = pos[1];
+  return o;
+}
+
+// Token b's slot j goes to expert (b*top_k + j) mod G, which is expanded
+// position p = b*top_k + j mod G: a token's top_k consecutive positions get
+// distinct experts (top_k <= G). Rows sorted stably by expert, as
+// MoeInitRouting sorts them.
+moegrad::cli::Routing even_routing(const ShapeSpec& s) {
+  moegrad::cli::Routing r;
+  for (int64_t g = 0; g < s.experts; ++g) {
+    for (int64_t pos = g; pos < s.m(); pos += s.experts) r.expanded_row_idx.push_back(pos);
+    r.group_list.push_back((s.m() - g + s.experts - 1) / s.experts);
+  }
+  return r;
+}
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
+}
+
+int run(const Options& o) {
+  const Library a = load(o.lib_a), b = load(o.lib_b);
+  const ShapeSpec& s = o.shape;
+  const moegrad::cli::Routing routing =
+      o.even_routing ? even_routing(s) : moegrad::cli::make_routing(s.batch, s.top_k, s.experts, 42);
+
+  const auto M = static_cast<uint64_t>(s.m()), N = static_cast<uint64_t>(s.n), K = static_cast<uint64_t>(s.k),
+             G = static_cast<uint64_t>(s.experts);
+  const auto esize = static_cast<uint64_t>(moegrad::cli::format_bytes(o.format));
+  AlignedBuffer grad_y(M * N * esize, "grad_y"), weight(G * K * N * esize, "weight");
+  moegrad::cli::fill_uniform(grad_y.data(), o.format, M * N, 42, 1);
+  moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, 42, 2);
+  int64_t gy_shape[2] = {s.m(), s.n}, w_shape[3] = {s.experts, s.k, s.n}, idx_shape[1] = {s.m()},
+          gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k};
+  const DLDataType dl = moegrad::cli::format_dl_dtype(o.format);
+  const DLTensor gy_t = moegrad::cli::make_dl_tensor(grad_y.data(), dl, gy_shape, 2);
+  const DLTensor w_t = moegrad::cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
+  const DLTensor idx_t = moegrad::cli::make_dl_tensor(const_cast<int64_t*>(routing.expanded_row_idx.data()),
+                                                      {kDLInt, 64, 1}, idx_shape, 1);
+  const DLTensor gl_t = moegrad::cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()),
+                                                     {kDLInt, 64, 1}, gl_shape, 1);
+  const DLTensor gx_t = moegrad::cli::make_dl_tensor(nullptr, {kDLFloat, 32, 1}, gx_shape, 2);
+  const moegrad_grad_x_args args{&gy_t, &w_t, &idx_t, &gl_t, nullptr, s.batch, s.top_k,
+                                 MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
+
+  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads, o.fast_bf16);
+  const auto [min_rows, max_rows] = std::minmax_element(routing.group_list.begin(), routing.group_list.end());
+  std::printf("shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
+              "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s, %d thread%s\n",
+              s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, o.even_routing ? "even" : "random", *min_rows,
+              *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "", o.threads,
+              o.threads == 1 ? "" : "s");
+  std::printf("A %s (moegrad %s)\nB %s (moegrad %s)%s\n", a.path.c_str(), a.version(), b.path.c_str(), b.version(),
+              a.handle == b.handle ? "\n(one library twice: an A/A run, the noise floor)" : "");
+
+  constexpr int kWarmup = 2;
+  std::vector<double> ta, tb, ratio;
+  for (int round = 0; round < kWarmup + o.rounds; ++round) {
+    double ms_a = 0, ms_b = 0;
+    if (round % 2 == 0) {
+      ms_a = run_a.timed_call();
+      ms_b = run_b.timed_call();
+    } else {
+      ms_b = run_b.timed_call();
+      ms_a = run_a.timed_call();
+    }
+    if (round < kWarmup) continue;
+    ta.push_back(ms_a);
+    tb.push_back(ms_b);
+    ratio.push_back(ms_b / ms_a);
+    std::fprintf(stderr, "\rround %d/%d", round - kWarmup + 1, o.rounds);
+  }
+  std::fputc('\n', stderr);
+  const double gflop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) * 1e-9;
+  const double med_a = quantile(ta, 0.5), med_b = quantile(tb, 0.5);
+  std::printf("A median %.3f ms (%.1f GFLOP/s), B median %.3f ms (%.1f GFLOP/s), %d rounds\n", med_a,
+              gflop / med_a * 1e3, med_b, gflop / med_b * 1e3, o.rounds);
+  std::printf("B/A time: median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n", quantile(ratio, 0.5),
+              quantile(ratio, 0.25), quantile(ratio, 0.75), quantile(ratio, 0.0), quantile(ratio, 1.0));
+
+  const size_t n = static_cast<size_t>(s.batch) * static_cast<size_t>(s.k);
+  size_t differ = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (std::memcmp(run_a.grad_x() + i, run_b.grad_x() + i, sizeof(float)) != 0) ++differ;
+  if (differ != 0) {
+    std::printf("grad_x: %zu of %zu elements differ between A and B\n", differ, n);
+    return 3;
+  }
+  std::printf("grad_x: A and B bitwise identical\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse_options(argc, argv));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "ab_compare: %s\n(ab_compare --help for usage)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ab_compare: error: %s\n", e.what());
+    return 1;
+  }
+}

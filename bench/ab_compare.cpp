@@ -44,7 +44,8 @@ using moegrad::cli::FloatFormat;
 
 const char kHelp[] =
     "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
-    "                  [--threads N] [--fast-bf16] [--routing random|even] [--rounds R]\n"
+    "                  [--threads N] [--threads-b N] [--fast-bf16] [--routing random|even]\n"
+    "                  [--rounds R]\n"
     "\n"
     "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
     "process: both plan the same problem over the same inputs, each round runs A and B\n"
@@ -57,6 +58,8 @@ const char kHelp[] =
     "                 batch,top_k,G,K,N (default fine-grained)\n"
     "  --dtype D      f32, f16 or bf16 (default f32)\n"
     "  --threads N    threads of both contexts (default 1)\n"
+    "  --threads-b N  B's threads instead: with one library twice, B/A is the inverse of\n"
+    "                 the speed-up from --threads to --threads-b, measured call by call\n"
     "  --fast-bf16    the opt-in fast bf16 mode (bf16 only)\n"
     "  --routing R    random: `moegrad bench`'s top-k routing (default); even: token b\n"
     "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
@@ -188,6 +191,7 @@ struct Options {
   ShapeSpec shape = parse_shape("fine-grained");
   FloatFormat format = FloatFormat::kF32;
   int threads = 1;
+  int threads_b = 0;  // 0: as threads
   bool fast_bf16 = false;
   bool even_routing = false;
   int rounds = 21;
@@ -215,6 +219,8 @@ Options parse_options(int argc, char** argv) {
       else throw UsageError("--dtype: f32, f16 or bf16, not '" + std::string(d) + "'");
     } else if (a == "--threads") {
       o.threads = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads"), MOEGRAD_MAX_THREADS));
+    } else if (a == "--threads-b") {
+      o.threads_b = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads-b"), MOEGRAD_MAX_THREADS));
     } else if (a == "--rounds") {
       o.rounds = static_cast<int>(std::min<int64_t>(parse_int(value(), "--rounds"), 100000));
     } else if (a == "--fast-bf16") {
@@ -231,6 +237,7 @@ Options parse_options(int argc, char** argv) {
   }
   if (pos.size() != 2) throw UsageError("two libraries are needed: LIB_A LIB_B");
   if (o.fast_bf16 && o.format != FloatFormat::kBF16) throw UsageError("--fast-bf16 needs --dtype bf16");
+  if (o.threads_b == 0) o.threads_b = o.threads;
   o.lib_a = pos[0];
   o.lib_b = pos[1];
   return o;
@@ -282,15 +289,17 @@ int run(const Options& o) {
   const moegrad_grad_x_args args{&gy_t, &w_t, &idx_t, &gl_t, nullptr, s.batch, s.top_k,
                                  MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
 
-  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads, o.fast_bf16);
+  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads_b, o.fast_bf16);
   const auto [min_rows, max_rows] = std::minmax_element(routing.group_list.begin(), routing.group_list.end());
   std::printf("shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
-              "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s, %d thread%s\n",
+              "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s\n",
               s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, o.even_routing ? "even" : "random", *min_rows,
-              *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "", o.threads,
-              o.threads == 1 ? "" : "s");
-  std::printf("A %s (moegrad %s)\nB %s (moegrad %s)%s\n", a.path.c_str(), a.version(), b.path.c_str(), b.version(),
-              a.handle == b.handle ? "\n(one library twice: an A/A run, the noise floor)" : "");
+              *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "");
+  std::printf("A %s (moegrad %s), %d thread(s)\nB %s (moegrad %s), %d thread(s)\n", a.path.c_str(), a.version(),
+              o.threads, b.path.c_str(), b.version(), o.threads_b);
+  if (a.handle == b.handle)
+    std::printf(o.threads == o.threads_b ? "(one library twice: an A/A run, the noise floor)\n"
+                                         : "(one library twice: B/A is the inverse of the speed-up)\n");
 
   constexpr int kWarmup = 2;
   std::vector<double> ta, tb, ratio;

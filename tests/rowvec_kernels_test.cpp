@@ -4,7 +4,8 @@
 // tests reach it only there. Checked on every CPU with the ISA, against the
 // contract's chain written out with std::fma, and against the table's main
 // kernel bit for bit; plus what it must leave alone and the strip staging it
-// shares with the main kernel.
+// shares with the main kernel. And the scatter-add (add_cols) with a token's
+// first row stored rather than added, element by element.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -177,6 +178,65 @@ TEST(RowvecNarrowKernel, CopiesTheNextStripWhileItComputes) {
       for (size_t c = 0; c < cols; ++c)
         for (size_t r = 0; r < rows; ++r)
           EXPECT_TRUE(same_bits(ct[c * o.ldct + r], contract_chain(*k, o, kc, c, r, false))) << c << ", " << r;
+    }
+  }
+}
+
+// Every row-vector table this CPU can run (add_cols is shared by the exact
+// and fast bf16 tables of an ISA).
+std::vector<const RowvecKernels*> rowvec_tables() {
+  std::vector<const RowvecKernels*> out;
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    const GemmKernels* k = moegrad::kernels::gemm_kernels_for(isa);
+    if (k != nullptr && k->rowvec != nullptr) out.push_back(k->rowvec);
+  }
+  return out;
+}
+
+// rows x cols of Ct (ldct apart) into dst rows of tokens: rows with starts[r]
+// get 0 + Ct on a NaN row (so any read of dst would show), the others add
+// into a row holding a known value, and a token twice in the tile gets its
+// two adds in row order; columns past cols and rows no token names stay NaN.
+TEST(RowvecAddCols, StartsStoreZeroPlusTheValueAndTheRestAdd) {
+  const auto tables = rowvec_tables();
+  if (tables.empty()) GTEST_SKIP() << "no row-vector engine on this CPU";
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const RowvecKernels* k : tables) {
+    for (size_t rows : {1u, 7u, 16u, 19u}) {
+      for (size_t cols : {1u, 8u, 13u, 33u}) {
+        const size_t ldct = (rows + 15) / 16 * 16, dst_stride = cols + 5, tokens_n = rows + 3;
+        std::mt19937 rng(static_cast<uint32_t>(rows * 100 + cols));
+        std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+        std::vector<float> ct(cols * ldct);
+        for (float& v : ct) v = uni(rng);
+        // Token of row r: r / 2 (pairs of rows share a token); the first of a
+        // pair starts the token's sum, except token 1, which already holds
+        // 0.25 (it had rows in an earlier slot).
+        std::vector<int32_t> tokens(rows);
+        std::vector<uint8_t> starts(rows);
+        for (size_t r = 0; r < rows; ++r) {
+          tokens[r] = static_cast<int32_t>(r / 2);
+          starts[r] = r % 2 == 0 && r / 2 != 1;
+        }
+        ct[0] = -0.0f;  // row 0, column 0: 0 + -0.0 is +0.0
+        std::vector<float> dst(tokens_n * dst_stride, nan);
+        for (size_t j = 0; j < dst_stride; ++j) dst[1 * dst_stride + j] = 0.25f;
+        std::vector<float> want = dst;
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t j = 0; j < cols; ++j) {
+            float& w = want[static_cast<size_t>(tokens[r]) * dst_stride + j];
+            w = starts[r] ? 0.0f + ct[j * ldct + r] : w + ct[j * ldct + r];
+          }
+        k->add_cols(ct.data(), ldct, rows, cols, dst.data(), static_cast<int64_t>(dst_stride), tokens.data(), true,
+                    starts.data());
+        for (size_t i = 0; i < dst.size(); ++i)
+          ASSERT_TRUE(same_bits(dst[i], want[i]))
+              << "panel " << k->panel << ", rows " << rows << ", cols " << cols << ", element " << i << ": "
+              << dst[i] << " vs " << want[i];
+        if (rows == 1) {
+          EXPECT_TRUE(same_bits(dst[0], 0.0f)) << "0 + -0.0 must be +0.0";
+        }
+      }
     }
   }
 }

@@ -17,6 +17,8 @@ namespace {
 
 struct Tables {
   int32_t* token_of_row;
+  uint8_t* row_starts;
+  uint8_t* token_has_rows;
   int64_t* group_start;
 };
 
@@ -33,9 +35,13 @@ T* region(std::byte* base, const plan::Region& r, int worker = 0) {
 
 moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan, std::byte* base, Tables* t) {
   t->token_of_row = region<int32_t>(base, plan.token_of_row);
+  t->row_starts = region<uint8_t>(base, plan.row_starts);
+  t->token_has_rows = region<uint8_t>(base, plan.token_has_rows);
   t->group_start = region<int64_t>(base, plan.group_start);
   if (auto s = build_group_start(p, t->group_start)) return s;
-  return build_token_of_row(p, t->token_of_row);
+  if (auto s = build_token_of_row(p, t->token_of_row)) return s;
+  mark_token_starts(p, t->token_of_row, t->row_starts, t->token_has_rows);
+  return MOEGRAD_STATUS_SUCCESS;
 }
 
 GemmOperand expert_weight(const GradXProblem& p, int64_t g) {
@@ -62,10 +68,12 @@ void grad_x_tile_rowvec(const GradXProblem& p, const plan::GradXPlan& plan, int6
 }
 
 // The rows of one ring slot: up to ms expanded rows of one expert whose token
-// is in the item's range, in ascending order.
+// is in the item's range, in ascending order, and which of them are their
+// token's first.
 struct Slot {
   int32_t* rows;
   int32_t* tokens;
+  uint8_t* starts;
   size_t count = 0;
   int64_t expert = -1;
 };
@@ -86,6 +94,7 @@ class SlotGatherer {
         if (b >= t0_ && b < t1_) {
           s->rows[s->count] = static_cast<int32_t>(i_);
           s->tokens[s->count] = b;
+          s->starts[s->count] = t_.row_starts[i_];
           ++s->count;
         }
       }
@@ -121,6 +130,18 @@ void prefetch_span(const float* first, size_t bytes) {
 void zero_block(const GradXProblem& p, int64_t t0, int64_t t1, int64_t k0, int64_t kn) {
   for (int64_t b = t0; b < t1; ++b)
     for (int64_t k = 0; k < kn; ++k) *grad_x_at(p, b, k0 + k) = 0.0f;
+}
+
+// grad_x[b, k0:k0+kn] = 0 + src[0:kn]: the token's first add (SPEC §5), on
+// a row that was never zeroed (the sum keeps a -0.0 in src from reaching
+// grad_x, as 0 + -0.0 is +0.0).
+void start_grad_x(const GradXProblem& p, const kernels::GemmKernels& k, int64_t b, int64_t k0, int64_t kn,
+                  const float* src) {
+  if (p.gx_col == 1) {
+    k.start_row(grad_x_at(p, b, k0), src, static_cast<size_t>(kn));
+    return;
+  }
+  for (int64_t j = 0; j < kn; ++j) *grad_x_at(p, b, k0 + j) = 0.0f + src[j];
 }
 
 // grad_x[b, k0:k0+kn] += src[0:kn]
@@ -161,15 +182,23 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   // later; no other generation has been measured. Only rows contiguous
   // along K are requested (a PrefetchRows row is a span of lines).
   const bool request_rows_into_l2 = p.gx_col == 1 && runtime::cpu_features().amd_family < 0x1au;
-  zero_block(p, t0, t1, k0, kn);
-  Slot slot_rows{list, list + plan.ms};
+  // A token's first row stores 0 + c instead of adding into a zeroed row:
+  // only tokens without rows are zeroed, and no first add reads grad_x.
+  // Before, zeroing the block took 1.5-2.7% of perf's samples on
+  // fine-grained and large-token. Measured on a Zen 5, two builds
+  // alternating call by call: large-token 0.97-0.99x the time with one
+  // and two threads (bf16 0.96x, AVX2 0.97x), fine-grained 0.98-0.99x,
+  // zmoe 0.99x.
+  for (int64_t b = t0; b < t1; ++b)
+    if (t.token_has_rows[b] == 0) zero_block(p, b, b + 1, k0, kn);
+  Slot slot_rows{list, list + plan.ms, reinterpret_cast<uint8_t*>(list + 2 * plan.ms)};
   SlotGatherer gather(p, t, t0, t1, plan.ms);
   while (gather.next(&slot_rows)) {
     // Scatter-add while the slot is hot, rows in ascending order.
     if (plan.rowvec) {
       grad_x_tile_rowvec(p, plan, slot_rows.expert, slot_rows.rows, slot_rows.count, k0, kn, slot, scratch);
       plan.rowvec->add_cols(slot, plan.rowvec_ld(slot_rows.count), slot_rows.count, static_cast<size_t>(kn),
-                            grad_x_at(p, 0, k0), p.gx_row, slot_rows.tokens, true);
+                            grad_x_at(p, 0, k0), p.gx_row, slot_rows.tokens, true, slot_rows.starts);
       continue;
     }
     const size_t row_bytes = static_cast<size_t>(kn) * sizeof(float);
@@ -184,7 +213,11 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
     for (size_t r = 0; r < slot_rows.count; ++r) {
       if (r + kAddAhead < slot_rows.count)
         prefetch_span(grad_x_at(p, slot_rows.tokens[r + kAddAhead], k0), row_bytes);
-      add_into_grad_x(p, *plan.kernels, slot_rows.tokens[r], k0, kn, slot + r * plan.nc);
+      if (slot_rows.starts[r] != 0) {
+        start_grad_x(p, *plan.kernels, slot_rows.tokens[r], k0, kn, slot + r * plan.nc);
+      } else {
+        add_into_grad_x(p, *plan.kernels, slot_rows.tokens[r], k0, kn, slot + r * plan.nc);
+      }
     }
   }
 }
@@ -235,7 +268,7 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
         int32_t* local = rows + plan.ms;
         for (size_t r = 0; r < count; ++r) local[r] = static_cast<int32_t>(r);
         plan.rowvec->add_cols(slot, plan.rowvec_ld(count), count, static_cast<size_t>(kn), dst,
-                              static_cast<int64_t>(K), local, false);
+                              static_cast<int64_t>(K), local, false, nullptr);
       } else {
         grad_x_tile(p, plan, g, rows, count, k0, kn, dst, K, &scratch);
       }

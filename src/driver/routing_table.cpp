@@ -1,5 +1,6 @@
 #include "driver/routing_table.h"
 
+#include <algorithm>
 #include <cinttypes>
 
 #include "api/error.h"
@@ -76,6 +77,16 @@ moegrad_status build_token_of_row(const GradXProblem& p, int32_t* token_of_row) 
     token_of_row[e] = static_cast<int32_t>(pos / p.top_k);
   }
   return MOEGRAD_STATUS_SUCCESS;
+}
+
+void mark_token_starts(const GradXProblem& p, const int32_t* token_of_row, uint8_t* row_starts,
+                       uint8_t* token_has_rows) {
+  std::fill_n(token_has_rows, p.batch, uint8_t{0});
+  for (int64_t i = 0; i < p.M; ++i) {
+    const int32_t b = token_of_row[i];
+    row_starts[i] = b >= 0 && token_has_rows[b] == 0;
+    if (b >= 0) token_has_rows[b] = 1;
+  }
 }
 
 }  // namespace moegrad::driver

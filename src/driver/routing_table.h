@@ -18,4 +18,11 @@ moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start);
 // that belong to no token (type 0 padding, type 1 unclaimed rows).
 moegrad_status build_token_of_row(const GradXProblem& p, int32_t* token_of_row);
 
+// row_starts[M]: 1 where row i is the lowest row of its token, whose add
+// into grad_x is SPEC §5's first, 0 + c, so it needs no grad_x read and no
+// zeroed grad_x before it; token_has_rows[batch]: 1 where a token has a row
+// (the others' grad_x rows are zero).
+void mark_token_starts(const GradXProblem& p, const int32_t* token_of_row, uint8_t* row_starts,
+                       uint8_t* token_has_rows);
+
 }  // namespace moegrad::driver

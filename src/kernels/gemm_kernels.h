@@ -84,7 +84,7 @@ using RowvecUkernelFn = void (*)(size_t kc, const float* w_strip, const float* a
 using RowvecCopyStripFn = void (*)(const void* src, int64_t k_stride, size_t k0, size_t count, size_t n0,
                                    size_t kc, float* w_strip);
 using AddColsFn = void (*)(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
-                           const int32_t* tokens, bool add);
+                           const int32_t* tokens, bool add, const uint8_t* starts);
 
 // The row-vector engine (AVX-512 and AVX2): the transpose of the tile above,
 // vectorised along grad_y rows instead of weight rows. The weight is only
@@ -121,8 +121,10 @@ struct RowvecKernels {
   // (NextStrip::copy_to); the others are widened by copy_strip.
   bool raw_strip[kNumDTypes];
   // The scatter-add, transposing: for r < rows in ascending order,
-  // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols (or = when
-  // !add: the non-fused path writing d_expanded_x).
+  // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols; = 0 + ct
+  // where starts (may be null) has starts[r] != 0 (a token's first add, so
+  // dst is not read); or = ct for every row when !add (the non-fused path
+  // writing d_expanded_x).
   AddColsFn add_cols;
   // A slot's last panel of at most narrow_rows rows (0: none), computed with
   // vectors along the strip's weight rows instead (same Ct, same bits; the
@@ -163,6 +165,8 @@ struct GemmKernels {
   const PackAFn* pack_a;  // [kNumDTypes], indexed by DType
   const PackBFn* pack_b;  // [kNumDTypes]
   AddRowFn add_row;
+  // dst[j] = 0 + src[j] for j < n: a sum's first add (SPEC §5), dst not read.
+  AddRowFn start_row;
   const RowvecKernels* rowvec;  // nullptr where the ISA has no row-vector engine
   const RowsAKernels* rows_a;   // nullptr where A is always transposed
 };

@@ -251,12 +251,14 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&
             place_shared(&cursor, table_bytes, &plan.token_of_row) &&
+            place_shared(&cursor, static_cast<size_t>(p.M), &plan.row_starts) &&
+            place_shared(&cursor, static_cast<size_t>(p.batch), &plan.token_has_rows) &&
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
             place(&cursor, a_pack_floats * sizeof(float), plan.workers, &plan.a_pack) &&
             place(&cursor, (plan.rowvec ? 2 * plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),
                   plan.workers, &plan.b_pack) &&
-            place(&cursor, plan.ms * 2 * sizeof(int32_t), plan.workers, &plan.row_lists) &&
+            place(&cursor, plan.ms * (2 * sizeof(int32_t) + 1), plan.workers, &plan.row_lists) &&
             !__builtin_add_overflow(cursor, kWorkspaceAlign - 1, &plan.workspace_bytes);
   if (!ok)
     return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "workspace size overflows size_t (M=%" PRId64 ", G=%" PRId64 ")",

@@ -13,6 +13,9 @@
 //
 // Workspace (offsets from a 512-byte aligned base, each region 512-aligned):
 //   token_of_row  int32[M]                 expanded row -> token, -1 = none
+//   row_starts    uint8[M]                 1 where a row is its token's first
+//                                          (lowest) row: its add is 0 + c
+//   token_has_rows uint8[batch]            1 where a token has any row
 //   group_start   int64[G + 1]             first expanded row of each expert
 //   ring          workers x ms x nc f32    one C tile slot per worker (the
 //                                          row-vector engine keeps it as its
@@ -24,9 +27,10 @@
 //                                          bf16 pairs: half the words)
 //   b_pack        workers x nc x kc        packed weight columns (row-vector
 //                                          engine: two weight strips)
-//   row_lists     workers x ms x 2 int32   (row, token) of the rows in a slot
-// plus 511 bytes so any workspace pointer can be aligned. Only token_of_row
-// grows with M.
+//   row_lists     workers x ms x 9 bytes   (row, token, starts) of the rows
+//                                          in a slot
+// plus 511 bytes so any workspace pointer can be aligned. Only the first
+// three grow with M and the batch.
 #pragma once
 
 #include <cstddef>
@@ -64,7 +68,7 @@ struct GradXPlan {
   int64_t chunks = 0;
   int64_t tokens_per_chunk = 0;
 
-  Region token_of_row, group_start, ring, a_pack, b_pack, row_lists;
+  Region token_of_row, row_starts, token_has_rows, group_start, ring, a_pack, b_pack, row_lists;
   size_t workspace_bytes = 0;  // including alignment slack
 
   int64_t work_items() const { return col_blocks * chunks; }

@@ -74,4 +74,11 @@ void f32_add_row__avx2(float* dst, const float* src, size_t n) {
   for (; j < n; ++j) dst[j] += src[j];
 }
 
+void f32_start_row__avx2(float* dst, const float* src, size_t n) {
+  const __m256 zero = _mm256_setzero_ps();
+  size_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_add_ps(zero, _mm256_loadu_ps(src + j)));
+  for (; j < n; ++j) dst[j] = 0.0f + src[j];
+}
+
 }  // namespace moegrad::kernels::avx2

@@ -35,6 +35,7 @@ constinit const GemmKernels kGemmKernels = {
     pack_a_6__avx2,
     pack_b_16__avx2,
     f32_add_row__avx2,
+    f32_start_row__avx2,
     &kRowvecKernels,
     &kRowsAKernels,
 };

@@ -14,6 +14,7 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
 extern const PackAFn pack_a_6__avx2[kNumDTypes];
 extern const PackBFn pack_b_16__avx2[kNumDTypes];
 void f32_add_row__avx2(float* dst, const float* src, size_t n);
+void f32_start_row__avx2(float* dst, const float* src, size_t n);
 
 // The row-vector engine: 6 weight rows x 16 grad_y rows. A strip row is
 // kStripLd floats (kMaxStripKc plus one cache line, so the 6 rows of a strip
@@ -28,7 +29,7 @@ void f32_rowvec_ukernel_6x16__avx2(size_t kc, const float* w_strip, const float*
 extern const PackGatheredRowsFn pack_panel_16__avx2[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_6__avx2[kNumDTypes];
 void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
-                        const int32_t* tokens, bool add);
+                        const int32_t* tokens, bool add, const uint8_t* starts);
 
 // The packed engine's tile with A as 6 copied rows, [kMR][kRowsALd].
 inline constexpr size_t kRowsALd = kStripLd;

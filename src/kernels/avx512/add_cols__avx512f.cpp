@@ -10,12 +10,12 @@
 namespace moegrad::kernels::avx512 {
 
 // For r ascending: dst[tokens[r]*dst_stride + j] += ct[j*ldct + r], j < cols
-// (= when !add).
+// (= 0 + ct where starts[r], a token's first add; = ct when !add).
 // Columns blocks are independent and, within one, rows are added one after
 // the other (a token twice in the tile gets its two adds in row order), so
 // every element sees the same adds in the same order as row-by-row adding.
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
-                           const int32_t* tokens, bool add) {
+                           const int32_t* tokens, bool add, const uint8_t* starts) {
   __m512 v[16];
   for (size_t r0 = 0; r0 < rows; r0 += 16) {
     const size_t nr = rows - r0 < 16 ? rows - r0 : 16;
@@ -29,7 +29,13 @@ void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t col
       transpose16x16(v);
       for (size_t r = 0; r < nr; ++r) {
         float* d = dst + static_cast<int64_t>(tokens[r0 + r]) * dst_stride + static_cast<int64_t>(j0);
-        _mm512_mask_storeu_ps(d, col_mask, add ? _mm512_add_ps(_mm512_maskz_loadu_ps(col_mask, d), v[r]) : v[r]);
+        if (!add) {
+          _mm512_mask_storeu_ps(d, col_mask, v[r]);
+          continue;
+        }
+        const bool start = starts != nullptr && starts[r0 + r] != 0;
+        const __m512 sum = start ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(col_mask, d);
+        _mm512_mask_storeu_ps(d, col_mask, _mm512_add_ps(sum, v[r]));
       }
     }
   }

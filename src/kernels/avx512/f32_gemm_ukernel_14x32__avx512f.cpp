@@ -58,4 +58,14 @@ void f32_add_row__avx512f(float* dst, const float* src, size_t n) {
   }
 }
 
+void f32_start_row__avx512f(float* dst, const float* src, size_t n) {
+  const __m512 zero = _mm512_setzero_ps();
+  size_t j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(dst + j, _mm512_add_ps(zero, _mm512_loadu_ps(src + j)));
+  if (j < n) {
+    const __mmask16 m = lane_mask(n - j);
+    _mm512_mask_storeu_ps(dst + j, m, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, src + j)));
+  }
+}
+
 }  // namespace moegrad::kernels::avx512

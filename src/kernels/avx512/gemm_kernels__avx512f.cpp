@@ -35,6 +35,7 @@ constinit const GemmKernels kGemmKernels = {
     pack_a_14__avx512f,
     pack_b_32__avx512f,
     f32_add_row__avx512f,
+    f32_start_row__avx512f,
     &kRowvecKernels,
     &kRowsAKernels,
 };

@@ -18,6 +18,7 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
                                             const PrefetchRows& prefetch);
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);
+void f32_start_row__avx512f(float* dst, const float* src, size_t n);
 
 // The row-vector engine: 14 weight rows x 32 grad_y rows. A strip row is
 // kStripLd floats (kMaxStripKc plus one cache line, so the 14 rows of a strip
@@ -37,7 +38,7 @@ void f32_rowvec_narrow_ukernel_14x8__avx512f(size_t kc, const float* w_strip, co
 extern const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
-                           const int32_t* tokens, bool add);
+                           const int32_t* tokens, bool add, const uint8_t* starts);
 
 inline constexpr size_t kRowsALd = kStripLd;
 extern const PackGatheredRowsFn pack_a_rows_14__avx512f[kNumDTypes];

@@ -26,4 +26,8 @@ void f32_add_row__scalar(float* dst, const float* src, size_t n) {
   for (size_t j = 0; j < n; ++j) dst[j] += src[j];
 }
 
+void f32_start_row__scalar(float* dst, const float* src, size_t n) {
+  for (size_t j = 0; j < n; ++j) dst[j] = 0.0f + src[j];
+}
+
 }  // namespace moegrad::kernels::scalar

@@ -12,6 +12,7 @@ constinit const GemmKernels kGemmKernels = {
     pack_a_4__scalar,
     pack_b_8__scalar,
     f32_add_row__scalar,
+    f32_start_row__scalar,
     nullptr,
     nullptr,
 };

@@ -14,5 +14,6 @@ void f32_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float*
 extern const PackAFn pack_a_4__scalar[kNumDTypes];
 extern const PackBFn pack_b_8__scalar[kNumDTypes];
 void f32_add_row__scalar(float* dst, const float* src, size_t n);
+void f32_start_row__scalar(float* dst, const float* src, size_t n);
 
 }  // namespace moegrad::kernels::scalar

@@ -44,8 +44,8 @@ using moegrad::cli::FloatFormat;
 
 const char kHelp[] =
     "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
-    "                  [--threads N] [--threads-b N] [--fast-bf16] [--routing random|even]\n"
-    "                  [--rounds R]\n"
+    "                  [--threads N] [--threads-b N] [--fast-bf16] [--fast-bf16-b]\n"
+    "                  [--routing random|even] [--rounds R]\n"
     "\n"
     "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
     "process: both plan the same problem over the same inputs, each round runs A and B\n"
@@ -61,6 +61,9 @@ const char kHelp[] =
     "  --threads-b N  B's threads instead: with one library twice, B/A is the inverse of\n"
     "                 the speed-up from --threads to --threads-b, measured call by call\n"
     "  --fast-bf16    the opt-in fast bf16 mode (bf16 only)\n"
+    "  --fast-bf16-b  B only in the fast bf16 mode: its cost against the exact mode's, call\n"
+    "                 by call; the two orders differ, so the grad_x do (exit status 3),\n"
+    "                 and the largest difference against max |grad_x| is printed\n"
     "  --routing R    random: `moegrad bench`'s top-k routing (default); even: token b\n"
     "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
     "                 rows when G divides batch*top_k (tails of one known length)\n"
@@ -193,6 +196,7 @@ struct Options {
   int threads = 1;
   int threads_b = 0;  // 0: as threads
   bool fast_bf16 = false;
+  bool fast_bf16_b = false;  // B only
   bool even_routing = false;
   int rounds = 21;
 };
@@ -225,6 +229,8 @@ Options parse_options(int argc, char** argv) {
       o.rounds = static_cast<int>(std::min<int64_t>(parse_int(value(), "--rounds"), 100000));
     } else if (a == "--fast-bf16") {
       o.fast_bf16 = true;
+    } else if (a == "--fast-bf16-b") {
+      o.fast_bf16_b = true;
     } else if (a == "--routing") {
       const std::string_view r = value();
       if (r != "random" && r != "even") throw UsageError("--routing: random or even, not '" + std::string(r) + "'");
@@ -236,7 +242,9 @@ Options parse_options(int argc, char** argv) {
     }
   }
   if (pos.size() != 2) throw UsageError("two libraries are needed: LIB_A LIB_B");
-  if (o.fast_bf16 && o.format != FloatFormat::kBF16) throw UsageError("--fast-bf16 needs --dtype bf16");
+  if ((o.fast_bf16 || o.fast_bf16_b) && o.format != FloatFormat::kBF16)
+    throw UsageError("--fast-bf16 and --fast-bf16-b need --dtype bf16");
+  if (o.fast_bf16) o.fast_bf16_b = true;
   if (o.threads_b == 0) o.threads_b = o.threads;
   o.lib_a = pos[0];
   o.lib_b = pos[1];
@@ -289,15 +297,16 @@ int run(const Options& o) {
   const moegrad_grad_x_args args{&gy_t, &w_t, &idx_t, &gl_t, nullptr, s.batch, s.top_k,
                                  MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
 
-  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads_b, o.fast_bf16);
+  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads_b, o.fast_bf16_b);
   const auto [min_rows, max_rows] = std::minmax_element(routing.group_list.begin(), routing.group_list.end());
   std::printf("shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
               "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s\n",
               s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, o.even_routing ? "even" : "random", *min_rows,
               *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "");
-  std::printf("A %s (moegrad %s), %d thread(s)\nB %s (moegrad %s), %d thread(s)\n", a.path.c_str(), a.version(),
-              o.threads, b.path.c_str(), b.version(), o.threads_b);
-  if (a.handle == b.handle)
+  std::printf("A %s (moegrad %s), %d thread(s)\nB %s (moegrad %s), %d thread(s)%s\n", a.path.c_str(),
+              a.version(), o.threads, b.path.c_str(), b.version(), o.threads_b,
+              o.fast_bf16_b && !o.fast_bf16 ? ", fast bf16" : "");
+  if (a.handle == b.handle && o.fast_bf16 == o.fast_bf16_b)
     std::printf(o.threads == o.threads_b ? "(one library twice: an A/A run, the noise floor)\n"
                                          : "(one library twice: B/A is the inverse of the speed-up)\n");
 
@@ -328,10 +337,17 @@ int run(const Options& o) {
 
   const size_t n = static_cast<size_t>(s.batch) * static_cast<size_t>(s.k);
   size_t differ = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (std::memcmp(run_a.grad_x() + i, run_b.grad_x() + i, sizeof(float)) != 0) ++differ;
+  double max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float ga = run_a.grad_x()[i], gb = run_b.grad_x()[i];
+    if (std::memcmp(&ga, &gb, sizeof(float)) != 0) ++differ;
+    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ga) - static_cast<double>(gb)));
+    max_abs = std::max(max_abs, std::fabs(static_cast<double>(ga)));
+  }
   if (differ != 0) {
-    std::printf("grad_x: %zu of %zu elements differ between A and B\n", differ, n);
+    std::printf("grad_x: %zu of %zu elements differ between A and B (largest difference %.3g of max |grad_x| "
+                "%.3g)\n",
+                differ, n, max_diff, max_abs);
     return 3;
   }
   std::printf("grad_x: A and B bitwise identical\n");

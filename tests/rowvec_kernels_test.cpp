@@ -25,13 +25,22 @@ using moegrad::kernels::GemmKernels;
 using moegrad::kernels::NextStrip;
 using moegrad::kernels::RowvecKernels;
 
-// The tables with a narrow kernel this CPU can run.
-std::vector<const RowvecKernels*> narrow_tables() {
+// Every row-vector table this CPU can run (add_cols is shared by the exact
+// and fast bf16 tables of an ISA).
+std::vector<const RowvecKernels*> rowvec_tables() {
   std::vector<const RowvecKernels*> out;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* k = moegrad::kernels::gemm_kernels_for(isa);
-    if (k != nullptr && k->rowvec != nullptr && k->rowvec->narrow_ukernel != nullptr) out.push_back(k->rowvec);
+    if (k != nullptr && k->rowvec != nullptr) out.push_back(k->rowvec);
   }
+  return out;
+}
+
+// Those of them with a narrow kernel.
+std::vector<const RowvecKernels*> narrow_tables() {
+  std::vector<const RowvecKernels*> out;
+  for (const RowvecKernels* k : rowvec_tables())
+    if (k->narrow_ukernel != nullptr) out.push_back(k);
   return out;
 }
 
@@ -180,17 +189,6 @@ TEST(RowvecNarrowKernel, CopiesTheNextStripWhileItComputes) {
           EXPECT_TRUE(same_bits(ct[c * o.ldct + r], contract_chain(*k, o, kc, c, r, false))) << c << ", " << r;
     }
   }
-}
-
-// Every row-vector table this CPU can run (add_cols is shared by the exact
-// and fast bf16 tables of an ISA).
-std::vector<const RowvecKernels*> rowvec_tables() {
-  std::vector<const RowvecKernels*> out;
-  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
-    const GemmKernels* k = moegrad::kernels::gemm_kernels_for(isa);
-    if (k != nullptr && k->rowvec != nullptr) out.push_back(k->rowvec);
-  }
-  return out;
 }
 
 // rows x cols of Ct (ldct apart) into dst rows of tokens: rows with starts[r]

@@ -39,9 +39,7 @@ moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan,
   t->token_has_rows = region<uint8_t>(base, plan.token_has_rows);
   t->group_start = region<int64_t>(base, plan.group_start);
   if (auto s = build_group_start(p, t->group_start)) return s;
-  if (auto s = build_token_of_row(p, t->token_of_row)) return s;
-  mark_token_starts(p, t->token_of_row, t->row_starts, t->token_has_rows);
-  return MOEGRAD_STATUS_SUCCESS;
+  return build_token_of_row(p, t->token_of_row);
 }
 
 GemmOperand expert_weight(const GradXProblem& p, int64_t g) {
@@ -229,6 +227,9 @@ moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, vo
   std::byte* base = align_workspace(workspace);
   Tables t{};
   if (auto s = routing_phase(p, plan, base, &t)) return s;
+  // Only the fused scatter-add starts sums with a store; the non-fused one
+  // adds into zeroed rows.
+  mark_token_starts(p, t.token_of_row, t.row_starts, t.token_has_rows);
   parallel_items(pool, std::min(threads, plan.workers), plan.work_items(),
                  [&](int64_t item, int worker) { run_item(p, plan, t, base, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;

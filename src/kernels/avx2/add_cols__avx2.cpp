@@ -10,10 +10,10 @@
 namespace moegrad::kernels::avx2 {
 
 // For r ascending: dst[tokens[r]*dst_stride + j] += ct[j*ldct + r], j < cols
-// (= 0 + ct where starts[r], a token's first add; = ct when !add). Column blocks are independent and, within one, rows are
-// added one after the other (a token twice in the tile gets its two adds in
-// row order): every element sees the same adds in the same order as
-// row-by-row adding.
+// (= 0 + ct where starts[r], a token's first add; = ct when !add). Column
+// blocks are independent and, within one, rows are added one after the
+// other (a token twice in the tile gets its two adds in row order): every
+// element sees the same adds in the same order as row-by-row adding.
 void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,
                         const int32_t* tokens, bool add, const uint8_t* starts) {
   __m256 v[8];
@@ -29,21 +29,17 @@ void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, 
       transpose8x8(v);
       for (size_t r = 0; r < nr; ++r) {
         float* d = dst + static_cast<int64_t>(tokens[r0 + r]) * dst_stride + static_cast<int64_t>(j0);
-        const bool start = starts != nullptr && starts[r0 + r] != 0;
+        if (add) {
+          const bool start = starts != nullptr && starts[r0 + r] != 0;
+          const __m256 sum = start     ? _mm256_setzero_ps()
+                             : nj == 8 ? _mm256_loadu_ps(d)
+                                       : _mm256_maskload_ps(d, col_mask);
+          v[r] = _mm256_add_ps(sum, v[r]);
+        }
         if (nj == 8) {
-          if (!add) {
-            _mm256_storeu_ps(d, v[r]);
-            continue;
-          }
-          const __m256 sum = start ? _mm256_setzero_ps() : _mm256_loadu_ps(d);
-          _mm256_storeu_ps(d, _mm256_add_ps(sum, v[r]));
+          _mm256_storeu_ps(d, v[r]);
         } else {
-          if (!add) {
-            _mm256_maskstore_ps(d, col_mask, v[r]);
-            continue;
-          }
-          const __m256 sum = start ? _mm256_setzero_ps() : _mm256_maskload_ps(d, col_mask);
-          _mm256_maskstore_ps(d, col_mask, _mm256_add_ps(sum, v[r]));
+          _mm256_maskstore_ps(d, col_mask, v[r]);
         }
       }
     }

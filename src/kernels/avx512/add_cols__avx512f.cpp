@@ -29,13 +29,11 @@ void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t col
       transpose16x16(v);
       for (size_t r = 0; r < nr; ++r) {
         float* d = dst + static_cast<int64_t>(tokens[r0 + r]) * dst_stride + static_cast<int64_t>(j0);
-        if (!add) {
-          _mm512_mask_storeu_ps(d, col_mask, v[r]);
-          continue;
+        if (add) {
+          const bool start = starts != nullptr && starts[r0 + r] != 0;
+          v[r] = _mm512_add_ps(start ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(col_mask, d), v[r]);
         }
-        const bool start = starts != nullptr && starts[r0 + r] != 0;
-        const __m512 sum = start ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(col_mask, d);
-        _mm512_mask_storeu_ps(d, col_mask, _mm512_add_ps(sum, v[r]));
+        _mm512_mask_storeu_ps(d, col_mask, v[r]);
       }
     }
   }

@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,10 +36,12 @@
 #include "float_formats.h"
 #include "random_data.h"
 #include "routing.h"
+#include "stats.h"
 
 namespace {
 
 using moegrad::bench::ShapeSpec;
+using moegrad::bench::UsageError;
 using moegrad::cli::AlignedBuffer;
 using moegrad::cli::FloatFormat;
 
@@ -68,10 +71,6 @@ const char kHelp[] =
     "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
     "                 rows when G divides batch*top_k (tails of one known length)\n"
     "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n";
-
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 // The C API of one build, resolved from its handle.
 struct Library {
@@ -173,25 +172,9 @@ int64_t parse_int(std::string_view s, const char* what) {
   return v;
 }
 
-ShapeSpec parse_shape(std::string_view s) {
-  for (const ShapeSpec& b : moegrad::bench::builtin_shapes())
-    if (b.name == s) return b;
-  int64_t v[5];
-  size_t n = 0, start = 0;
-  for (; n < 5 && start <= s.size(); ++n) {
-    const size_t comma = std::min(s.find(',', start), s.size());
-    v[n] = parse_int(s.substr(start, comma - start), "--shape batch,top_k,G,K,N");
-    start = comma + 1;
-  }
-  if (n != 5 || start <= s.size()) throw UsageError("--shape: a shape name or batch,top_k,G,K,N");
-  if (v[1] > v[2]) throw UsageError("--shape: top_k must not exceed G");
-  if (v[0] * v[1] > std::numeric_limits<int32_t>::max()) throw UsageError("--shape: batch*top_k too large");
-  return ShapeSpec{std::string(s), v[0], v[1], v[2], v[3], v[4]};
-}
-
 struct Options {
   std::string lib_a, lib_b;
-  ShapeSpec shape = parse_shape("fine-grained");
+  ShapeSpec shape = moegrad::bench::parse_shape("fine-grained");
   FloatFormat format = FloatFormat::kF32;
   int threads = 1;
   int threads_b = 0;  // 0: as threads
@@ -214,13 +197,12 @@ Options parse_options(int argc, char** argv) {
       std::fputs(kHelp, stdout);
       std::exit(0);
     } else if (a == "--shape") {
-      o.shape = parse_shape(value());
+      o.shape = moegrad::bench::parse_shape(value());
     } else if (a == "--dtype") {
       const std::string_view d = value();
-      if (d == "f32") o.format = FloatFormat::kF32;
-      else if (d == "f16") o.format = FloatFormat::kF16;
-      else if (d == "bf16") o.format = FloatFormat::kBF16;
-      else throw UsageError("--dtype: f32, f16 or bf16, not '" + std::string(d) + "'");
+      const std::optional<FloatFormat> f = moegrad::cli::format_from_name(d);
+      if (!f) throw UsageError("--dtype: f32, f16 or bf16, not '" + std::string(d) + "'");
+      o.format = *f;
     } else if (a == "--threads") {
       o.threads = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads"), MOEGRAD_MAX_THREADS));
     } else if (a == "--threads-b") {
@@ -264,26 +246,20 @@ moegrad::cli::Routing even_routing(const ShapeSpec& s) {
   return r;
 }
 
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo));
-}
-
 int run(const Options& o) {
   const Library a = load(o.lib_a), b = load(o.lib_b);
   const ShapeSpec& s = o.shape;
   const moegrad::cli::Routing routing =
-      o.even_routing ? even_routing(s) : moegrad::cli::make_routing(s.batch, s.top_k, s.experts, 42);
+      o.even_routing ? even_routing(s) : moegrad::cli::make_routing(s.batch, s.top_k, s.experts, moegrad::cli::kDefaultSeed);
 
   const auto M = static_cast<uint64_t>(s.m()), N = static_cast<uint64_t>(s.n), K = static_cast<uint64_t>(s.k),
              G = static_cast<uint64_t>(s.experts);
   const auto esize = static_cast<uint64_t>(moegrad::cli::format_bytes(o.format));
   AlignedBuffer grad_y(M * N * esize, "grad_y"), weight(G * K * N * esize, "weight");
-  moegrad::cli::fill_uniform(grad_y.data(), o.format, M * N, 42, 1);
-  moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, 42, 2);
+  // The inputs `moegrad bench` times.
+  moegrad::cli::fill_uniform(grad_y.data(), o.format, M * N, moegrad::cli::kDefaultSeed, moegrad::cli::kGradYStream);
+  moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, moegrad::cli::kDefaultSeed,
+                             moegrad::cli::kWeightStream);
   int64_t gy_shape[2] = {s.m(), s.n}, w_shape[3] = {s.experts, s.k, s.n}, idx_shape[1] = {s.m()},
           gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k};
   const DLDataType dl = moegrad::cli::format_dl_dtype(o.format);
@@ -329,11 +305,13 @@ int run(const Options& o) {
   }
   std::fputc('\n', stderr);
   const double gflop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) * 1e-9;
-  const double med_a = quantile(ta, 0.5), med_b = quantile(tb, 0.5);
+  for (auto* v : {&ta, &tb, &ratio}) std::sort(v->begin(), v->end());
+  using moegrad::bench::sorted_quantile;
+  const double med_a = sorted_quantile(ta, 0.5), med_b = sorted_quantile(tb, 0.5);
   std::printf("A median %.3f ms (%.1f GFLOP/s), B median %.3f ms (%.1f GFLOP/s), %d rounds\n", med_a,
               gflop / med_a * 1e3, med_b, gflop / med_b * 1e3, o.rounds);
-  std::printf("B/A time: median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n", quantile(ratio, 0.5),
-              quantile(ratio, 0.25), quantile(ratio, 0.75), quantile(ratio, 0.0), quantile(ratio, 1.0));
+  std::printf("B/A time: median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n", sorted_quantile(ratio, 0.5),
+              sorted_quantile(ratio, 0.25), sorted_quantile(ratio, 0.75), ratio.front(), ratio.back());
 
   const size_t n = static_cast<size_t>(s.batch) * static_cast<size_t>(s.k);
   size_t differ = 0;

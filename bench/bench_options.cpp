@@ -133,63 +133,21 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// The reasons parse_shape() gives, without `moegrad bench`'s prefix.
+[[noreturn]] void shape_error(const std::string& message) { throw UsageError(message); }
+
 void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
+  // A number among the parts means one custom shape; otherwise a list of names.
   const std::vector<std::string_view> parts = split_commas(value);
   std::vector<ShapeSpec> found;
-  // A number among the parts means a custom shape (no name is one), so
-  // "1,1,1,1" is told it lacks a number rather than that '1' is no name.
-  if (std::any_of(parts.begin(), parts.end(), all_digits)) {
-    if (parts.size() != 5) {
-      usage("--shape " + std::string(value) + ": a custom shape needs 5 numbers batch,top_k,G,K,N, not " +
-            std::to_string(parts.size()));
+  try {
+    if (std::any_of(parts.begin(), parts.end(), all_digits)) {
+      found.push_back(parse_shape(value));
+    } else {
+      for (const std::string_view part : parts) found.push_back(parse_shape(part));
     }
-    static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
-    int64_t d[5];
-    for (int i = 0; i < 5; ++i) {
-      const auto v = parse_int(parts[static_cast<size_t>(i)], 1, kMaxDim);
-      if (!v) usage("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " + std::to_string(kMaxDim) + "]");
-      d[i] = *v;
-    }
-    if (d[1] > d[2]) {
-      usage("--shape " + std::string(value) + ": top_k " + std::to_string(d[1]) + " exceeds G " +
-            std::to_string(d[2]) + " (each token picks distinct experts)");
-    }
-    if (d[0] * d[1] > kMaxDim) {
-      usage("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
-            " exceeds " + std::to_string(kMaxDim));
-    }
-    // Every buffer a path allocates (f32 the widest) has a size in 64 bits;
-    // whether it fits in memory is the runner's question.
-    const int64_t m = d[0] * d[1];
-    struct Buffer {
-      const char* what;
-      int64_t dims[3];  // 1 where the buffer has fewer
-    };
-    const Buffer buffers[] = {{"weight [G, K, N]", {d[2], d[3], d[4]}},
-                              {"grad_y [M, N]", {m, d[4], 1}},
-                              {"d_expanded_x [M, K]", {m, d[3], 1}},
-                              {"grad_x [batch, K]", {d[0], d[3], 1}}};
-    for (const Buffer& b : buffers) {
-      uint64_t bytes = 0;
-      if (!cli::dense_bytes({b.dims[0], b.dims[1], b.dims[2]}, sizeof(float), &bytes))
-        usage("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
-    }
-    std::string name;
-    for (int i = 0; i < 5; ++i) {
-      if (i > 0) name += ',';
-      name += std::to_string(d[i]);
-    }
-    found.push_back({name, d[0], d[1], d[2], d[3], d[4]});
-  } else {
-    for (const std::string_view part : parts) {
-      const auto it = std::find_if(std::begin(kBuiltinShapes), std::end(kBuiltinShapes),
-                                   [&](const ShapeSpec& s) { return s.name == part; });
-      if (it == std::end(kBuiltinShapes)) {
-        usage("unknown --shape '" + std::string(part) +
-              "' (zmoe, large-token, fine-grained, or batch,top_k,G,K,N)");
-      }
-      found.push_back(*it);
-    }
+  } catch (const UsageError& e) {
+    usage(e.what());
   }
   for (const ShapeSpec& s : found) {
     const bool seen = std::any_of(shapes->begin(), shapes->end(), [&](const ShapeSpec& t) { return t.name == s.name; });
@@ -199,23 +157,71 @@ void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
 
 void add_dtypes(std::string_view value, std::vector<cli::FloatFormat>* dtypes) {
   for (const std::string_view part : split_commas(value)) {
-    cli::FloatFormat f;
-    if (part == "f32") {
-      f = cli::FloatFormat::kF32;
-    } else if (part == "f16") {
-      f = cli::FloatFormat::kF16;
-    } else if (part == "bf16") {
-      f = cli::FloatFormat::kBF16;
-    } else {
-      usage("unknown --dtype '" + std::string(part) + "' (f32, f16 or bf16)");
-    }
-    if (std::find(dtypes->begin(), dtypes->end(), f) == dtypes->end()) dtypes->push_back(f);
+    const std::optional<cli::FloatFormat> f = cli::format_from_name(part);
+    if (!f) usage("unknown --dtype '" + std::string(part) + "' (f32, f16 or bf16)");
+    if (std::find(dtypes->begin(), dtypes->end(), *f) == dtypes->end()) dtypes->push_back(*f);
   }
 }
 
 }  // namespace
 
 std::span<const ShapeSpec> builtin_shapes() { return kBuiltinShapes; }
+
+ShapeSpec parse_shape(std::string_view value) {
+  const std::vector<std::string_view> parts = split_commas(value);
+  // A number among the parts means a custom shape (no name is one), so
+  // "1,1,1,1" is told it lacks a number rather than that '1' is no name.
+  if (!std::any_of(parts.begin(), parts.end(), all_digits)) {
+    const auto it = std::find_if(std::begin(kBuiltinShapes), std::end(kBuiltinShapes),
+                                 [&](const ShapeSpec& s) { return s.name == value; });
+    if (it == std::end(kBuiltinShapes))
+      shape_error("unknown --shape '" + std::string(value) + "' (zmoe, large-token, fine-grained, or batch,top_k,G,K,N)");
+    return *it;
+  }
+  if (parts.size() != 5) {
+    shape_error("--shape " + std::string(value) + ": a custom shape needs 5 numbers batch,top_k,G,K,N, not " +
+                std::to_string(parts.size()));
+  }
+  static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
+  int64_t d[5];
+  for (int i = 0; i < 5; ++i) {
+    const auto v = parse_int(parts[static_cast<size_t>(i)], 1, kMaxDim);
+    if (!v)
+      shape_error("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " + std::to_string(kMaxDim) +
+                  "]");
+    d[i] = *v;
+  }
+  if (d[1] > d[2]) {
+    shape_error("--shape " + std::string(value) + ": top_k " + std::to_string(d[1]) + " exceeds G " +
+                std::to_string(d[2]) + " (each token picks distinct experts)");
+  }
+  if (d[0] * d[1] > kMaxDim) {
+    shape_error("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
+                " exceeds " + std::to_string(kMaxDim));
+  }
+  // Every buffer a path allocates (f32 the widest) has a size in 64 bits;
+  // whether it fits in memory is the runner's question.
+  const int64_t m = d[0] * d[1];
+  struct Buffer {
+    const char* what;
+    int64_t dims[3];  // 1 where the buffer has fewer
+  };
+  const Buffer buffers[] = {{"weight [G, K, N]", {d[2], d[3], d[4]}},
+                            {"grad_y [M, N]", {m, d[4], 1}},
+                            {"d_expanded_x [M, K]", {m, d[3], 1}},
+                            {"grad_x [batch, K]", {d[0], d[3], 1}}};
+  for (const Buffer& b : buffers) {
+    uint64_t bytes = 0;
+    if (!cli::dense_bytes({b.dims[0], b.dims[1], b.dims[2]}, sizeof(float), &bytes))
+      shape_error("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
+  }
+  std::string name;
+  for (int i = 0; i < 5; ++i) {
+    if (i > 0) name += ',';
+    name += std::to_string(d[i]);
+  }
+  return {name, d[0], d[1], d[2], d[3], d[4]};
+}
 
 Options parse_options(std::span<char* const> args) {
   Options o;

@@ -8,6 +8,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "float_formats.h"
@@ -40,6 +41,12 @@ Options parse_options(std::span<char* const> args);
 
 // The built-in shapes of issue 3.
 std::span<const ShapeSpec> builtin_shapes();
+
+// One shape as --shape gives it: a built-in name, or batch,top_k,G,K,N
+// checked as `moegrad bench` checks it (each in range, top_k <= G, M in
+// range, every buffer's size in 64 bits). Throws UsageError with the reason,
+// without `moegrad bench`'s prefix.
+ShapeSpec parse_shape(std::string_view value);
 
 extern const char kBenchHelp[];
 

@@ -30,11 +30,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The inputs of `moegrad run` (same seed and streams), so both commands
-// measure the same data.
-constexpr uint64_t kSeed = 42;
-constexpr uint64_t kGradYStream = 1;
-constexpr uint64_t kWeightStream = 2;
 // oneDNN and the fast bf16 mode sum in another order: they must agree with
 // the fused grad_x to this fraction of its largest magnitude.
 constexpr double kRelTolerance = 1e-3;
@@ -251,8 +246,8 @@ void allocate_buffers(DtypeRun& d, const ShapeSpec& shape, const cli::Routing& r
   const uint64_t esize = static_cast<uint64_t>(cli::format_bytes(d.format));
   d.grad_y = cli::AlignedBuffer(M * N * esize, "grad_y");
   d.weight = cli::AlignedBuffer(G * K * N * esize, "weight");
-  cli::fill_uniform(d.grad_y.data(), d.format, M * N, kSeed, kGradYStream);
-  cli::fill_uniform(d.weight.data(), d.format, G * K * N, kSeed, kWeightStream);
+  cli::fill_uniform(d.grad_y.data(), d.format, M * N, cli::kDefaultSeed, cli::kGradYStream);
+  cli::fill_uniform(d.weight.data(), d.format, G * K * N, cli::kDefaultSeed, cli::kWeightStream);
   d.ref = cli::AlignedBuffer(B * K * 4, "grad_x (fused)");
   d.out = cli::AlignedBuffer(B * K * 4, "grad_x (other paths)");
   fill_nan(d.ref);
@@ -483,7 +478,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
                        static_cast<double>(shape.k);
 
   progress.status(shape.name + ": routing");
-  const cli::Routing routing = cli::make_routing(shape.batch, shape.top_k, shape.experts, kSeed);
+  const cli::Routing routing = cli::make_routing(shape.batch, shape.top_k, shape.experts, cli::kDefaultSeed);
 
   // Each dtype alone: its inputs, its paths run once each, its inputs freed.
   std::vector<std::unique_ptr<DtypeRun>> runs;

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "flags.h"
 #include "float_formats.h"
+#include "random_data.h"
 #include "reference_check.h"
 #include "run_problem.h"
 #include "run_report.h"
@@ -69,7 +70,6 @@ constexpr FlagSpec kFlags[] = {
 };
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC 4
-constexpr uint64_t kDefaultSeed = 42;
 // Each token costs top_k * K * N float64 multiply-adds (0.2 s at the default).
 constexpr int64_t kReferenceTokens = 16;
 

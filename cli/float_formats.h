@@ -7,6 +7,8 @@
 
 #include <bit>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "common/dtype.h"
 
@@ -24,6 +26,13 @@ inline const char* format_name(FloatFormat f) {
       return "bf16";
   }
   return "?";
+}
+
+// The format format_name() calls `name`; nullopt for any other text.
+inline std::optional<FloatFormat> format_from_name(std::string_view name) {
+  for (FloatFormat f : {FloatFormat::kF32, FloatFormat::kF16, FloatFormat::kBF16})
+    if (name == format_name(f)) return f;
+  return std::nullopt;
 }
 
 inline int format_bytes(FloatFormat f) { return f == FloatFormat::kF32 ? 4 : 2; }

@@ -10,6 +10,13 @@
 
 namespace moegrad::cli {
 
+// The inputs of `moegrad run`, `moegrad bench` and bench/ab_compare: grad_y
+// and weight are independent draws (streams) under one seed, 42 unless
+// `run --seed` says otherwise, so all of them measure the same data.
+inline constexpr uint64_t kDefaultSeed = 42;
+inline constexpr uint64_t kGradYStream = 1;
+inline constexpr uint64_t kWeightStream = 2;
+
 // splitmix64's output function over a (seed, stream, index) counter.
 inline uint64_t random_u64(uint64_t seed, uint64_t stream, uint64_t index) {
   uint64_t z = seed ^ (stream * 0xD1B54A32D192ED03ull);

@@ -36,9 +36,6 @@ const RunShape& checked_shape(const RunShape& s) {
   return s;
 }
 
-constexpr uint64_t kGradYStream = 1;  // independent draws under one seed
-constexpr uint64_t kWeightStream = 2;
-
 }  // namespace
 
 RunProblem::RunProblem(const RunShape& s)

@@ -98,6 +98,15 @@ TEST(Fork, ChildComputesOnInheritedContexts) {
 // forked meanwhile must still compute on that context. Before the lock was
 // fork-safe, children hung in their first run.
 TEST(Fork, ChildForkedWhileAnotherThreadStartsAPool) {
+#if defined(__SANITIZE_ADDRESS__)
+  // GCC 12's AddressSanitizer does not hold its allocator's locks across
+  // fork(): a child forked while the resizer thread is inside it inherits
+  // them taken and hangs in its first allocation (gdb on such a child: a
+  // thread stuck in SizeClassAllocator64LocalCache::Refill while the pool
+  // starts workers). Under CI's parallel load ~6 % of runs hit it; the
+  // build without sanitizers, where glibc's malloc is fork-safe, runs this.
+  GTEST_SKIP() << "AddressSanitizer's allocator is not fork-safe here";
+#endif
   const ForkCase c;
   moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
   ASSERT_TRUE(c.run_matches(ctx.get()));

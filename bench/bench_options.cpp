@@ -133,9 +133,6 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// The reasons parse_shape() gives, without `moegrad bench`'s prefix.
-[[noreturn]] void shape_error(const std::string& message) { throw UsageError(message); }
-
 void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
   // A number among the parts means one custom shape; otherwise a list of names.
   const std::vector<std::string_view> parts = split_commas(value);
@@ -175,29 +172,30 @@ ShapeSpec parse_shape(std::string_view value) {
     const auto it = std::find_if(std::begin(kBuiltinShapes), std::end(kBuiltinShapes),
                                  [&](const ShapeSpec& s) { return s.name == value; });
     if (it == std::end(kBuiltinShapes))
-      shape_error("unknown --shape '" + std::string(value) + "' (zmoe, large-token, fine-grained, or batch,top_k,G,K,N)");
+      throw UsageError("unknown --shape '" + std::string(value) +
+                       "' (zmoe, large-token, fine-grained, or batch,top_k,G,K,N)");
     return *it;
   }
   if (parts.size() != 5) {
-    shape_error("--shape " + std::string(value) + ": a custom shape needs 5 numbers batch,top_k,G,K,N, not " +
-                std::to_string(parts.size()));
+    throw UsageError("--shape " + std::string(value) + ": a custom shape needs 5 numbers batch,top_k,G,K,N, not " +
+                     std::to_string(parts.size()));
   }
   static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
   int64_t d[5];
   for (int i = 0; i < 5; ++i) {
     const auto v = parse_int(parts[static_cast<size_t>(i)], 1, kMaxDim);
     if (!v)
-      shape_error("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " + std::to_string(kMaxDim) +
-                  "]");
+      throw UsageError("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " +
+                       std::to_string(kMaxDim) + "]");
     d[i] = *v;
   }
   if (d[1] > d[2]) {
-    shape_error("--shape " + std::string(value) + ": top_k " + std::to_string(d[1]) + " exceeds G " +
-                std::to_string(d[2]) + " (each token picks distinct experts)");
+    throw UsageError("--shape " + std::string(value) + ": top_k " + std::to_string(d[1]) + " exceeds G " +
+                     std::to_string(d[2]) + " (each token picks distinct experts)");
   }
   if (d[0] * d[1] > kMaxDim) {
-    shape_error("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
-                " exceeds " + std::to_string(kMaxDim));
+    throw UsageError("--shape " + std::string(value) + ": M = batch * top_k = " + std::to_string(d[0] * d[1]) +
+                     " exceeds " + std::to_string(kMaxDim));
   }
   // Every buffer a path allocates (f32 the widest) has a size in 64 bits;
   // whether it fits in memory is the runner's question.
@@ -213,7 +211,7 @@ ShapeSpec parse_shape(std::string_view value) {
   for (const Buffer& b : buffers) {
     uint64_t bytes = 0;
     if (!cli::dense_bytes({b.dims[0], b.dims[1], b.dims[2]}, sizeof(float), &bytes))
-      shape_error("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
+      throw UsageError("--shape " + std::string(value) + ": " + b.what + " in f32 needs more than 2^64 bytes");
   }
   std::string name;
   for (int i = 0; i < 5; ++i) {

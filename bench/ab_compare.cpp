@@ -16,7 +16,6 @@
 #include <moegrad/moegrad.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cinttypes>
 #include <cmath>
@@ -164,12 +163,13 @@ class BuildRuns {
   moegrad_executor* executor_ = nullptr;
 };
 
-int64_t parse_int(std::string_view s, const char* what) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < 1)
-    throw UsageError(std::string(what) + " must be a positive integer, not '" + std::string(s) + "'");
-  return v;
+// A count in [1, hi], read as `moegrad bench` reads its own.
+int parse_count(std::string_view s, const char* what, int hi) {
+  const std::optional<int64_t> v = moegrad::bench::parse_int(s, 1, hi);
+  if (!v)
+    throw UsageError(std::string(what) + " must be an integer in [1, " + std::to_string(hi) + "], not '" +
+                     std::string(s) + "'");
+  return static_cast<int>(*v);
 }
 
 struct Options {
@@ -204,11 +204,11 @@ Options parse_options(int argc, char** argv) {
       if (!f) throw UsageError("--dtype: f32, f16 or bf16, not '" + std::string(d) + "'");
       o.format = *f;
     } else if (a == "--threads") {
-      o.threads = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads"), MOEGRAD_MAX_THREADS));
+      o.threads = parse_count(value(), "--threads", MOEGRAD_MAX_THREADS);
     } else if (a == "--threads-b") {
-      o.threads_b = static_cast<int>(std::min<int64_t>(parse_int(value(), "--threads-b"), MOEGRAD_MAX_THREADS));
+      o.threads_b = parse_count(value(), "--threads-b", MOEGRAD_MAX_THREADS);
     } else if (a == "--rounds") {
-      o.rounds = static_cast<int>(std::min<int64_t>(parse_int(value(), "--rounds"), 100000));
+      o.rounds = parse_count(value(), "--rounds", 100000);
     } else if (a == "--fast-bf16") {
       o.fast_bf16 = true;
     } else if (a == "--fast-bf16-b") {

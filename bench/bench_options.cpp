@@ -102,14 +102,6 @@ const ShapeSpec kBuiltinShapes[] = {
   throw UsageError("bench: " + message + " (see 'moegrad bench --help')");
 }
 
-std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi) {
-  int64_t v = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi) return std::nullopt;
-  return v;
-}
-
 // A decimal number of GiB in (0, kMaxMemoryGib], as bytes (at least 1).
 std::optional<uint64_t> parse_gib(std::string_view text) {
   double v = 0;
@@ -161,6 +153,14 @@ void add_dtypes(std::string_view value, std::vector<cli::FloatFormat>* dtypes) {
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi) {
+  int64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc() || ptr != end || v < lo || v > hi) return std::nullopt;
+  return v;
+}
 
 std::span<const ShapeSpec> builtin_shapes() { return kBuiltinShapes; }
 

@@ -48,6 +48,10 @@ std::span<const ShapeSpec> builtin_shapes();
 // without `moegrad bench`'s prefix.
 ShapeSpec parse_shape(std::string_view value);
 
+// A whole decimal number in [lo, hi] and nothing else (no sign, space or
+// trailing junk); nullopt otherwise. ab_compare reads its counts with it too.
+std::optional<int64_t> parse_int(std::string_view text, int64_t lo, int64_t hi);
+
 extern const char kBenchHelp[];
 
 }  // namespace moegrad::bench

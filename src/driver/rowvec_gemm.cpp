@@ -43,21 +43,24 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   size_t cur = 0;
   bool staged = false;  // strip[cur] already holds the block's strip
   const bool can_stage = k.raw_strip[dt] && panels > 1;
-  // Two choices measured on a Zen 5 only (AMD family 1Ah): the share
-  // requests below, and the narrow kernel for a last panel of few rows.
-  // That panel, with vectors along grad_y rows, costs a whole vector per
-  // weight row whatever its rows; the narrow kernel's vectors run along the
-  // weight rows, so it costs one per grad_y row, though its chains (kc
-  // FMAs, 4 cycles each) bound it and the strip's transpose adds shuffles.
-  // kernel_bench there: 0.47-0.52x the time of the 8-row tail for 1-4
-  // rows, 0.61-0.66x for 8. Fused, two builds alternating call by call:
-  // experts of exactly 68 rows (a 4-row tail) 0.90-0.93x, fine-grained
-  // 0.98x with one thread and 0.98-0.99x with two, zmoe 0.99-1.0x. Where
-  // AVX-512 runs in two 256-bit halves (Zen 4), a zmm FMA or shuffle costs
-  // two of the tail's ymm FMAs, so it may not pay; not measured.
-  const bool zen5 = runtime::cpu_features().amd_family >= 0x1au;
-  const bool shares_to_l1_ok = zen5 && k.panel == 32;
-  const bool narrow_last = zen5 && k.narrow_ukernel != nullptr && count - last <= k.narrow_rows;
+  // Two choices measured on AMD CPUs only: the share requests below (a
+  // Zen 5, family 1Ah, only), and the narrow kernel for a last panel of few
+  // rows (Zen 5 and Zen 4, family 19h; no other family 19h CPU has
+  // AVX-512). That panel, with vectors along grad_y rows, costs a whole
+  // vector per weight row whatever its rows; the narrow kernel's vectors
+  // run along the weight rows, so it costs one per grad_y row, though its
+  // chains (kc FMAs, 4 cycles each) bound it and the strip's transpose adds
+  // shuffles. kernel_bench on the Zen 5: 0.47-0.52x the time of the 8-row
+  // tail for 1-4 rows, 0.61-0.66x for 8. Fused, two builds alternating call
+  // by call: experts of exactly 68 rows (a 4-row tail) 0.90-0.93x,
+  // fine-grained 0.98x with one thread and 0.98-0.99x with two, zmoe
+  // 0.99-1.0x. On the Zen 4, where a zmm FMA or shuffle costs two of the
+  // tail's ymm FMAs, it pays as well: 68 rows 0.91-0.93x with one thread,
+  // 0.93x with two, exact bf16 0.87x; fine-grained 0.986x and 0.976x, zmoe
+  // 1.00x.
+  const unsigned amd_family = runtime::cpu_features().amd_family;
+  const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
+  const bool narrow_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && count - last <= k.narrow_rows;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -154,7 +157,9 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // expert 1.0x and 0.97x. Not with more share calls, whose lines
         // would wait longer in L1 (all shares into L1: zmoe 1.04-1.05x), nor
         // for bf16 or fast bf16 (0.99-1.06x), nor on AVX2 (41 rows:
-        // 1.035x); other CPUs were not measured.
+        // 1.035x), nor on a Zen 4 (fine-grained 1.04x with one thread and
+        // 1.05x with two, against an A/A noise of 0.99-1.02x); other CPUs
+        // were not measured.
         const bool shares_to_l1 = shares_to_l1_ok && stage && dtype == DType::kF32 && shares <= 2;
         for (size_t call = 0; call < panels; ++call) {
           // The slot's last panel, which may be short, runs first, so that

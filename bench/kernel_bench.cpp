@@ -3,6 +3,7 @@
 //   build/bin/kernel_bench --benchmark_repetitions=5
 // Counters: GFLOP/s for micro-kernels, elements/s for packing.
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/rowvec_gemm.h"
 #include "kernels/gemm_kernels.h"
 
 namespace {
@@ -25,6 +27,17 @@ using Buffer = std::unique_ptr<float, AlignedFree>;
 
 Buffer make_buffer(size_t floats, float value) {
   auto* p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
+  for (size_t i = 0; i < floats; ++i) p[i] = value;
+  return Buffer(p);
+}
+
+// A large operand in transparent huge pages where the kernel grants them,
+// as `moegrad bench` maps its inputs.
+Buffer make_huge_buffer(size_t floats, float value) {
+  constexpr size_t kHuge = size_t{2} << 20;
+  const size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;
+  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
+  (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only
   for (size_t i = 0; i < floats; ++i) p[i] = value;
   return Buffer(p);
 }
@@ -83,6 +96,57 @@ void BM_rowvec_ukernel(benchmark::State& state) {
                                                  benchmark::Counter::kIs1000);
   state.SetLabel(std::string(moegrad_isa_name(k->isa)) +
                  (narrow ? " narrow tail" : rows == rv.panel ? " full panel" : " tail"));
+}
+
+// One f32 slot of the row-vector engine as zmoe's plan runs it with one
+// thread (an expert's `rows` grad_y rows, a 1036-column block of 74 strips,
+// N 2048 in blocks of kc 256), two ways. whole: rowvec_gemm_tile itself
+// (grad_y rows packed into panels, each block's weight strip staged from
+// memory by the kernel calls, the tail kernel the driver picks); the
+// weights of 8 experts (68 MiB) take turns, so they stream from DRAM as
+// zmoe's do. kernel only: the same kernel calls in the same order over one
+// resident strip and panels packed beforehand. Their ratio is what bringing
+// the operands in costs on top of the FMAs, which BM_rowvec_ukernel cannot
+// show and a VM without hardware counters cannot count.
+void BM_rowvec_slot(benchmark::State& state) {
+  const GemmKernels* k = table(state.range(0), 0);
+  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
+  const size_t rows = static_cast<size_t>(state.range(1));
+  const bool whole = state.range(2) != 0;
+  constexpr size_t kExperts = 8, kN = 2048, kKc = 256;
+  const size_t cols = 74 * rv.strip, ldct = (rows + rv.panel - 1) / rv.panel * rv.panel, panels = ldct / rv.panel;
+  const size_t blocks = kN / kKc, panel_floats = kKc * rv.panel;
+  Buffer gy = make_huge_buffer(kExperts * rows * kN, 0.5f), w = make_huge_buffer(kExperts * cols * kN, 0.25f);
+  Buffer pan = make_buffer(blocks * panels * panel_floats, 0.5f), strip = make_buffer(2 * rv.strip_floats, 0.25f);
+  Buffer ct = make_buffer(cols * ldct, 0.0f);
+  std::vector<int32_t> row_of(kExperts * rows);
+  for (size_t r = 0; r < row_of.size(); ++r) row_of[r] = static_cast<int32_t>(r);
+  for (size_t pc = 0; pc < kN; pc += kKc)
+    for (size_t ir = 0; ir < rows; ir += rv.panel)
+      rv.pack_panel[0](gy.get(), kN, row_of.data() + ir, std::min(rv.panel, rows - ir), pc, kKc,
+                       pan.get() + (pc / kKc * panels + ir / rv.panel) * panel_floats);
+  size_t e = 0;
+  for (auto _ : state) {
+    if (whole) {
+      const moegrad::driver::GemmOperand a{gy.get(), static_cast<int64_t>(kN), 1};
+      const moegrad::driver::GemmOperand b{w.get() + e * cols * kN, static_cast<int64_t>(kN), 1};
+      moegrad::driver::rowvec_gemm_tile(rv, DType::kF32, kKc, kKc, a, row_of.data() + e * rows, rows, b, 0, cols,
+                                        kN, ct.get(), ldct, {pan.get(), strip.get()});
+      e = (e + 1) % kExperts;
+    } else {
+      for (size_t pc = 0; pc < kN; pc += kKc)
+        for (size_t jc = 0; jc < cols; jc += rv.strip)
+          for (size_t ir = 0; ir < rows; ir += rv.panel)
+            rv.ukernel(kKc, strip.get(), pan.get() + (pc / kKc * panels + ir / rv.panel) * panel_floats,
+                       ct.get() + jc * ldct + ir, ldct, std::min(rv.panel, rows - ir), rv.strip, pc > 0, {});
+    }
+    benchmark::DoNotOptimize(ct.get());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * kN),
+                                                 benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (whole ? " whole slot" : " kernel only"));
 }
 
 // The packed engine's tile with A as copied rows ([MR][ld], the layout for
@@ -177,6 +241,10 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 4, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 6, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 1});
+BENCHMARK(BM_rowvec_slot)
+    ->ArgNames({"isa", "rows", "whole"})
+    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_rows_a_ukernel)
     ->ArgNames({"isa", "kc", "fast_bf16"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})

@@ -25,19 +25,13 @@ struct AlignedFree {
 };
 using Buffer = std::unique_ptr<float, AlignedFree>;
 
-Buffer make_buffer(size_t floats, float value) {
-  auto* p = static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64));
-  for (size_t i = 0; i < floats; ++i) p[i] = value;
-  return Buffer(p);
-}
-
-// A large operand in transparent huge pages where the kernel grants them,
-// as `moegrad bench` maps its inputs.
-Buffer make_huge_buffer(size_t floats, float value) {
-  constexpr size_t kHuge = size_t{2} << 20;
-  const size_t bytes = (floats * sizeof(float) + kHuge - 1) / kHuge * kHuge;
-  auto* p = static_cast<float*>(std::aligned_alloc(kHuge, bytes));
-  (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+// huge: a large operand, in transparent huge pages where the kernel grants
+// them, as `moegrad bench` maps its inputs.
+Buffer make_buffer(size_t floats, float value, bool huge = false) {
+  const size_t align = huge ? size_t{2} << 20 : 64;
+  const size_t bytes = (floats * sizeof(float) + align - 1) / align * align;
+  auto* p = static_cast<float*>(std::aligned_alloc(align, bytes));
+  if (huge) (void)madvise(p, bytes, MADV_HUGEPAGE);  // advice only
   for (size_t i = 0; i < floats; ++i) p[i] = value;
   return Buffer(p);
 }
@@ -104,8 +98,8 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 // (grad_y rows packed into panels, each block's weight strip staged from
 // memory by the kernel calls, the tail kernel the driver picks); the
 // weights of 8 experts (68 MiB) take turns, so they stream from DRAM as
-// zmoe's do. kernel only: the same kernel calls in the same order over one
-// resident strip and panels packed beforehand. Their ratio is what bringing
+// zmoe's do. kernel only: the same kernel calls (the short panel last
+// instead of first) over one resident strip and panels packed beforehand. Their ratio is what bringing
 // the operands in costs on top of the FMAs, which BM_rowvec_ukernel cannot
 // show and a VM without hardware counters cannot count.
 void BM_rowvec_slot(benchmark::State& state) {
@@ -117,7 +111,7 @@ void BM_rowvec_slot(benchmark::State& state) {
   constexpr size_t kExperts = 8, kN = 2048, kKc = 256;
   const size_t cols = 74 * rv.strip, ldct = (rows + rv.panel - 1) / rv.panel * rv.panel, panels = ldct / rv.panel;
   const size_t blocks = kN / kKc, panel_floats = kKc * rv.panel;
-  Buffer gy = make_huge_buffer(kExperts * rows * kN, 0.5f), w = make_huge_buffer(kExperts * cols * kN, 0.25f);
+  Buffer gy = make_buffer(kExperts * rows * kN, 0.5f, true), w = make_buffer(kExperts * cols * kN, 0.25f, true);
   Buffer pan = make_buffer(blocks * panels * panel_floats, 0.5f), strip = make_buffer(2 * rv.strip_floats, 0.25f);
   Buffer ct = make_buffer(cols * ldct, 0.0f);
   std::vector<int32_t> row_of(kExperts * rows);

@@ -237,18 +237,24 @@ TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
 }
 
 // A slot's last panel runs only the register widths its rows need (AVX-512:
-// 8-row ymm and 16-row zmm vectors): one expert of every row count from 1
-// to 2 panels + 8, on the row-vector engine, against the scalar path.
+// 8-row ymm and 16-row zmm vectors; on AMD CPUs the narrow kernel for a
+// last panel of few rows, and after a 16-row vector for the rest of one of
+// 17-24 rows behind full panels): one expert of every row count from 1 to
+// 2 panels + 8, on the row-vector engine, every dtype, over two reduction
+// blocks (the second call accumulates), against the scalar path.
 TEST_P(Engines, EveryTailLengthGivesTheScalarBits) {
   ScopedEnv env("MOEGRAD_ENGINE", "rowvec");
-  for (int64_t rows = 1; rows <= 72; ++rows) {
-    ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 45}, 0, 1.0, 300);
-    spec.value_seed = static_cast<uint64_t>(rows);
-    const Problem p(spec);
-    ASSERT_EQ(p.M, rows);
-    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
-    const RunOptions o = options(1);
-    EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " rowvec vs scalar"));
+  for (DType dtype : kDTypes) {
+    for (int64_t rows = 1; rows <= 72; ++rows) {
+      ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 300}, 0, 1.0, 300);
+      spec.value_seed = static_cast<uint64_t>(rows);
+      spec.dtype = dtype;
+      const Problem p(spec);
+      ASSERT_EQ(p.M, rows);
+      const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+      const RunOptions o = options(1);
+      EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " rowvec vs scalar"));
+    }
   }
 }
 

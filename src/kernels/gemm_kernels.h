@@ -126,10 +126,12 @@ struct RowvecKernels {
   // dst is not read); or = ct for every row when !add (the non-fused path
   // writing d_expanded_x).
   AddColsFn add_cols;
-  // A slot's last panel of at most narrow_rows rows (0: none), computed with
-  // vectors along the strip's weight rows instead (same Ct, same bits; the
-  // strip is transposed in registers): a grad_y-row vector would be mostly
-  // lanes of padding. Same contract as ukernel otherwise. The driver decides
+  // A slot's last panel of at most narrow_rows rows (0: none), or the rows
+  // of a last panel past its first vector (a_panel and ct then point that
+  // many rows in), computed with vectors along the strip's weight rows
+  // instead (same Ct, same bits; the strip is transposed in registers): a
+  // grad_y-row vector would be mostly lanes of padding. Same contract as
+  // ukernel otherwise (it writes Ct[c][r] for r < 8). The driver decides
   // where it pays.
   RowvecUkernelFn narrow_ukernel;
   size_t narrow_rows;

@@ -167,8 +167,8 @@ class BuildRuns {
 int parse_count(std::string_view s, const char* what, int hi) {
   const std::optional<int64_t> v = moegrad::bench::parse_int(s, 1, hi);
   if (!v)
-    throw UsageError(std::string(what) + " must be an integer in [1, " + std::to_string(hi) + "], not '" +
-                     std::string(s) + "'");
+    throw UsageError(std::string(what) + " '" + std::string(s) + "' is not an integer in [1, " + std::to_string(hi) +
+                     "]");
   return static_cast<int>(*v);
 }
 

@@ -125,12 +125,18 @@ bool all_digits(std::string_view s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A number among a --shape value's comma-separated parts means one custom
+// shape (no name is a number), so "1,1,1,1" is told it lacks a number
+// rather than that '1' is no name; otherwise the parts are names.
+bool names_custom_shape(const std::vector<std::string_view>& parts) {
+  return std::any_of(parts.begin(), parts.end(), all_digits);
+}
+
 void add_shapes(std::string_view value, std::vector<ShapeSpec>* shapes) {
-  // A number among the parts means one custom shape; otherwise a list of names.
   const std::vector<std::string_view> parts = split_commas(value);
   std::vector<ShapeSpec> found;
   try {
-    if (std::any_of(parts.begin(), parts.end(), all_digits)) {
+    if (names_custom_shape(parts)) {
       found.push_back(parse_shape(value));
     } else {
       for (const std::string_view part : parts) found.push_back(parse_shape(part));
@@ -166,9 +172,7 @@ std::span<const ShapeSpec> builtin_shapes() { return kBuiltinShapes; }
 
 ShapeSpec parse_shape(std::string_view value) {
   const std::vector<std::string_view> parts = split_commas(value);
-  // A number among the parts means a custom shape (no name is one), so
-  // "1,1,1,1" is told it lacks a number rather than that '1' is no name.
-  if (!std::any_of(parts.begin(), parts.end(), all_digits)) {
+  if (!names_custom_shape(parts)) {
     const auto it = std::find_if(std::begin(kBuiltinShapes), std::end(kBuiltinShapes),
                                  [&](const ShapeSpec& s) { return s.name == value; });
     if (it == std::end(kBuiltinShapes))

@@ -234,7 +234,9 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 2, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 4, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 6, 0, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 1});
+    ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 10, 0, 1})
+    ->Args({MOEGRAD_ISA_AVX512, 256, 12, 0, 1});
 BENCHMARK(BM_rowvec_slot)
     ->ArgNames({"isa", "rows", "whole"})
     ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1}})

@@ -60,23 +60,36 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   // 1.00x.
   const unsigned amd_family = runtime::cpu_features().amd_family;
   const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
-  const bool narrow_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && count - last <= k.narrow_rows;
-  // On the same CPUs, a last panel of 17-24 rows among others runs as its
-  // first 16 rows (one zmm vector) and the narrow kernel on the rest, from
-  // the same panel and into the same Ct rows: the 24-row tile took 0.85x a
-  // full panel's time for 0.75x its FMAs (kernel_bench on the Zen 4: 1771
-  // ns against 1033 + 502 for 16 rows and a 4-row narrow call). Measured fused, two
-  // builds alternating call by call, one thread: experts of 148 rows (a
-  // 20-row tail) 0.976x the time, exact bf16 0.958x; zmoe 0.987x, with two
-  // threads 0.989x; fine-grained 1.008x and 0.997x, 52 rows (two panels)
-  // 1.00x (A/A noise 0.99-1.02x). Not for a slot of one panel: at 20 rows
-  // that took 1.06x, its one call being the one that requests the next
-  // strip into L1. Not measured on a Zen 5, where the 24-row tile takes a
-  // full panel's time (ymm and zmm FMAs issue alike), so the split saves
-  // more of the kernel's time there.
+  // The narrow kernel takes up to 8 rows on both families, up to 12 (its
+  // most) on the Zen 4 alone: there 10 and 12 rows took 0.75x and 0.90x
+  // the 16-row tile's time in kernel_bench (754-764 and 903-938 ns against
+  // 989-1039); a Zen 5, which issues twice the zmm FMAs a cycle, so that
+  // the narrow kernel's shuffles and chains weigh more, was not measured
+  // at 9-12 rows. Fused, two builds
+  // alternating call by call, one thread, against 8: experts of 137 rows
+  // (a 9-row tail) 0.971x the time, 140 rows (12) 1.004x, 10 rows (one
+  // panel) 0.843x, 12 rows 0.946x; fine-grained 0.990x, with two threads
+  // 0.996x, exact bf16 0.987x; zmoe 0.998x and 0.996x.
+  const size_t narrow_rows = amd_family == 0x19u ? k.narrow_rows : std::min<size_t>(k.narrow_rows, 8);
+  const bool narrow_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && count - last <= narrow_rows;
+  // On the same CPUs, a last panel of 17 to 16 + narrow_rows rows among
+  // others runs as its first 16 rows (one zmm vector) and the narrow
+  // kernel on the rest, from the same panel and into the same Ct rows: on
+  // the Zen 4 the 24-row tile took 0.85x a full panel's time for 0.75x its
+  // FMAs (kernel_bench: 1771 ns against 1033 + 502 for 16 rows and a
+  // 4-row narrow call). Measured fused as above, narrow kernel up to 8
+  // rows, one thread: experts of 148 rows (a 20-row tail) 0.976x the time,
+  // exact bf16 0.958x; zmoe 0.987x, with two threads 0.989x; fine-grained
+  // 1.008x and 0.997x, 52 rows (two panels) 1.00x (A/A noise 0.99-1.02x);
+  // then with up to 12, 154 rows (16 + 10 against a 26-row tile) 0.988x,
+  // 90 rows 0.964x. Not for a slot of one panel: at 20 rows that took
+  // 1.06x, its one call being the one that requests the next strip into
+  // L1. Not measured on a Zen 5, where the 24-row tile takes a full
+  // panel's time (ymm and zmm FMAs issue alike), so the split saves more
+  // of the kernel's time there.
   const size_t half = k.panel / 2;
   const bool split_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && k.panel == 32 && panels > 1 &&
-                          count - last > half && count - last - half <= k.narrow_rows;
+                          count - last > half && count - last - half <= narrow_rows;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while

@@ -131,7 +131,7 @@ struct RowvecKernels {
   // many rows in), computed with vectors along the strip's weight rows
   // instead (same Ct, same bits; the strip is transposed in registers): a
   // grad_y-row vector would be mostly lanes of padding. Same contract as
-  // ukernel otherwise (it writes Ct[c][r] for r < 8). The driver decides
+  // ukernel otherwise (it writes Ct[c][r] for r < 16). The driver decides
   // where it pays.
   RowvecUkernelFn narrow_ukernel;
   size_t narrow_rows;

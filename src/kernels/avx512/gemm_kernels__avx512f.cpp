@@ -16,8 +16,8 @@ constinit const RowvecKernels kRowvecKernels = {
     copy_strip_14__avx512f,
     {true, false, false},
     f32_add_cols__avx512f,
-    f32_rowvec_narrow_ukernel_14x8__avx512f,
-    8,
+    f32_rowvec_narrow_ukernel_14x12__avx512f,
+    12,
 };
 
 constinit const RowsAKernels kRowsAKernels = {

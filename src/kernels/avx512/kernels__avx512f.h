@@ -31,8 +31,8 @@ inline constexpr size_t kStripLd = kMaxStripKc + 16;
 void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                        size_t ldct, size_t rows, size_t cols, bool accumulate,
                                        const NextStrip& next);
-// A last panel of up to 8 rows, vectors along the strip's weight rows.
-void f32_rowvec_narrow_ukernel_14x8__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
+// Up to 12 rows of a last panel, vectors along the strip's weight rows.
+void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                              size_t ldct, size_t rows, size_t cols, bool accumulate,
                                              const NextStrip& next);
 extern const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes];

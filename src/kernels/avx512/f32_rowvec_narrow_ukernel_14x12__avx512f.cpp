@@ -50,28 +50,32 @@ __attribute__((always_inline)) inline void transpose_16x8(const __m512 x[8], __m
   }
 }
 
-// R grad_y rows (1..8) x the strip's 14 weight rows, one accumulator per
+// R grad_y rows (1..12) x the strip's 14 weight rows, one accumulator per
 // grad_y row: acc[r] lane l = Ct[kLaneRow[l]][r]. Per step p, acc[r] =
 // fma(A[p][r], W[.][p], acc[r]): each element the same chain as the other
 // tiles (kernels/gemm_kernels.h), so the same bits. The strip is read 8
 // steps at a time and transposed in registers; the Ct tile is transposed on
-// the way in and out the same way.
+// the way in and out the same way, in groups of 8 grad_y rows.
 template <size_t R>
 __attribute__((always_inline)) inline void narrow_tile(size_t kc, const float* w, const float* a, float* ct,
                                                        size_t ldct, size_t cols, bool accumulate,
                                                        const NextStrip& next) {
-  __m512 acc[8];
+  constexpr size_t kGroups = (R + 7) / 8;
+  __m512 acc[8 * kGroups];
   if (accumulate) {
-    __m512 x[8];
+#pragma GCC unroll 2
+    for (size_t g = 0; g < kGroups; ++g) {
+      __m512 x[8];
 #pragma GCC unroll 8
-    for (size_t c = 0; c < 8; ++c) x[c] = row_pair(ct, ldct, c, cols);
-    transpose_16x8(x, acc);
+      for (size_t c = 0; c < 8; ++c) x[c] = row_pair(ct + 8 * g, ldct, c, cols);
+      transpose_16x8(x, acc + 8 * g);
+    }
   } else {
-#pragma GCC unroll 8
-    for (size_t r = 0; r < 8; ++r) acc[r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (size_t r = 0; r < 8 * kGroups; ++r) acc[r] = _mm512_setzero_ps();
   }
   StripStager stager(next, kc);
-  TileReloader reload(ct, ldct, cols, 8, kc);
+  TileReloader reload(ct, ldct, cols, 8 * kGroups, kc);
   for (size_t p0 = 0; p0 < kc; p0 += 8) {
     // Reads up to 7 floats past kc in each strip row (within kStripLd); the
     // columns they give are never used.
@@ -86,29 +90,33 @@ __attribute__((always_inline)) inline void narrow_tile(size_t kc, const float* w
       stager.step();
       reload.step(p0 + j);
       const float* ap = a + (p0 + j) * kPanel;
-#pragma GCC unroll 8
+#pragma GCC unroll 12
       for (size_t r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(ap[r]), wp[j], acc[r]);
     }
   }
   stager.finish();
   // Back to rows: the same transpose gives, in out[i], Ct row kLaneRow[i]'s
-  // first 4 grad_y rows, row kLaneRow[i + 4]'s ... in 128-bit lanes
-  // [row a 0-3 | row b 0-3 | row a 4-7 | row b 4-7]; one lane shuffle
+  // first 4 grad_y rows of the group, row kLaneRow[i + 4]'s ... in 128-bit
+  // lanes [row a 0-3 | row b 0-3 | row a 4-7 | row b 4-7]; one lane shuffle
   // makes that [row a | row b].
-  __m512 out[8];
-  transpose_16x8(acc, out);
+#pragma GCC unroll 2
+  for (size_t g = 0; g < kGroups; ++g) {
+    __m512 out[8];
+    transpose_16x8(acc + 8 * g, out);
 #pragma GCC unroll 8
-  for (size_t i = 0; i < 8; ++i) {
-    const __m512 v = _mm512_shuffle_f32x4(out[i], out[i], 0xd8);  // lanes 0, 2, 1, 3
-    const size_t ra = kLaneRow[i], rb = kLaneRow[i + 8];
-    if (ra < cols) _mm256_storeu_ps(ct + ra * ldct, _mm512_castps512_ps256(v));
-    if (rb < cols) _mm256_storeu_ps(ct + rb * ldct, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    for (size_t i = 0; i < 8; ++i) {
+      const __m512 v = _mm512_shuffle_f32x4(out[i], out[i], 0xd8);  // lanes 0, 2, 1, 3
+      const size_t ra = kLaneRow[i], rb = kLaneRow[i + 8];
+      float* at = ct + 8 * g;
+      if (ra < cols) _mm256_storeu_ps(at + ra * ldct, _mm512_castps512_ps256(v));
+      if (rb < cols) _mm256_storeu_ps(at + rb * ldct, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    }
   }
 }
 
 }  // namespace
 
-void f32_rowvec_narrow_ukernel_14x8__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
+void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                              size_t ldct, size_t rows, size_t cols, bool accumulate,
                                              const NextStrip& next) {
   switch (rows) {
@@ -119,7 +127,11 @@ void f32_rowvec_narrow_ukernel_14x8__avx512f(size_t kc, const float* w_strip, co
     case 5: return narrow_tile<5>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 6: return narrow_tile<6>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 7: return narrow_tile<7>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-    default: return narrow_tile<8>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    case 8: return narrow_tile<8>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    case 9: return narrow_tile<9>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    case 10: return narrow_tile<10>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    case 11: return narrow_tile<11>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    default: return narrow_tile<12>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
   }
 }
 

@@ -99,7 +99,8 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 // memory by the kernel calls, the tail kernel the driver picks); the
 // weights of 8 experts (68 MiB) take turns, so they stream from DRAM as
 // zmoe's do. kernel only: the same kernel calls (the short panel last
-// instead of first) over one resident strip and panels packed beforehand. Their ratio is what bringing
+// instead of first, on the kernels driver::last_panel_calls picks) over one
+// resident strip and panels packed beforehand. Their ratio is what bringing
 // the operands in costs on top of the FMAs, which BM_rowvec_ukernel cannot
 // show and a VM without hardware counters cannot count.
 void BM_rowvec_slot(benchmark::State& state) {
@@ -120,6 +121,7 @@ void BM_rowvec_slot(benchmark::State& state) {
     for (size_t ir = 0; ir < rows; ir += rv.panel)
       rv.pack_panel[0](gy.get(), kN, row_of.data() + ir, std::min(rv.panel, rows - ir), pc, kKc,
                        pan.get() + (pc / kKc * panels + ir / rv.panel) * panel_floats);
+  const moegrad::driver::LastPanelCalls tail = moegrad::driver::last_panel_calls(rv, rows);
   size_t e = 0;
   for (auto _ : state) {
     if (whole) {
@@ -131,9 +133,18 @@ void BM_rowvec_slot(benchmark::State& state) {
     } else {
       for (size_t pc = 0; pc < kN; pc += kKc)
         for (size_t jc = 0; jc < cols; jc += rv.strip)
-          for (size_t ir = 0; ir < rows; ir += rv.panel)
-            rv.ukernel(kKc, strip.get(), pan.get() + (pc / kKc * panels + ir / rv.panel) * panel_floats,
-                       ct.get() + jc * ldct + ir, ldct, std::min(rv.panel, rows - ir), rv.strip, pc > 0, {});
+          for (size_t ir = 0; ir < rows; ir += rv.panel) {
+            const float* panel = pan.get() + (pc / kKc * panels + ir / rv.panel) * panel_floats;
+            float* ct_at = ct.get() + jc * ldct + ir;
+            if (ir + rv.panel < rows) {
+              rv.ukernel(kKc, strip.get(), panel, ct_at, ldct, rv.panel, rv.strip, pc > 0, {});
+              continue;
+            }
+            if (tail.main > 0) rv.ukernel(kKc, strip.get(), panel, ct_at, ldct, tail.main, rv.strip, pc > 0, {});
+            if (tail.narrow > 0)
+              rv.narrow_ukernel(kKc, strip.get(), panel + tail.main, ct_at + tail.main, ldct, tail.narrow, rv.strip,
+                                pc > 0, {});
+          }
     }
     benchmark::DoNotOptimize(ct.get());
   }

@@ -7,6 +7,42 @@
 
 namespace moegrad::driver {
 
+LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
+  const size_t panels = (count + k.panel - 1) / k.panel, tail = count - (panels - 1) * k.panel;
+  // The narrow kernel serves only AMD CPUs (rowvec_gemm_tile says why), up
+  // to 8 rows on both families and up to 12 (its most) on the Zen 4 alone:
+  // there 10 and 12 rows took 0.75x and 0.90x the 16-row tile's time in
+  // kernel_bench (754-764 and 903-938 ns against 989-1039); a Zen 5, which
+  // issues twice the zmm FMAs a cycle, so that the narrow kernel's
+  // shuffles and chains weigh more, was not measured at 9-12 rows. Fused,
+  // two builds alternating call by call, one thread, against 8: experts of
+  // 137 rows (a 9-row tail) 0.971x the time, 140 rows (12) 1.004x, 10 rows
+  // (one panel) 0.843x, 12 rows 0.946x; fine-grained 0.990x, with two
+  // threads 0.996x, exact bf16 0.987x; zmoe 0.998x and 0.996x.
+  const unsigned amd_family = runtime::cpu_features().amd_family;
+  const size_t narrow_max = k.narrow_ukernel == nullptr || amd_family < 0x19u ? 0
+                            : amd_family == 0x19u                             ? k.narrow_rows
+                                                                              : std::min<size_t>(k.narrow_rows, 8);
+  if (tail <= narrow_max) return {0, tail};
+  // A last panel of 17 to 16 + narrow_max rows behind full ones runs as its
+  // first 16 rows (one zmm vector) and the narrow kernel on the rest, from
+  // the same panel and into the same Ct rows: on the Zen 4 the 24-row tile
+  // took 0.85x a full panel's time for 0.75x its FMAs (kernel_bench: 1771
+  // ns against 1033 + 502 for 16 rows and a 4-row narrow call). Measured
+  // fused as above, narrow kernel up to 8 rows, one thread: experts of 148
+  // rows (a 20-row tail) 0.976x the time, exact bf16 0.958x; zmoe 0.987x,
+  // with two threads 0.989x; fine-grained 1.008x and 0.997x, 52 rows (two
+  // panels) 1.00x (A/A noise 0.99-1.02x); then with up to 12, 154 rows
+  // (16 + 10 against a 26-row tile) 0.988x, 90 rows 0.964x. Not for a slot
+  // of one panel: at 20 rows that took 1.06x, its one call being the one
+  // that requests the next strip into L1. Not measured on a Zen 5, where
+  // the 24-row tile takes a full panel's time (ymm and zmm FMAs issue
+  // alike), so the split saves more of the kernel's time there.
+  const size_t half = k.panel / 2;
+  if (k.panel == 32 && panels > 1 && tail > half && tail - half <= narrow_max) return {half, tail - half};
+  return {tail, 0};
+}
+
 void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, size_t pack_span, const GemmOperand& a,
                       const int32_t* rows, size_t count, const GemmOperand& b, size_t j0, size_t cols, int64_t n,
                       float* ct, size_t ldct, const RowvecScratch& scratch) {
@@ -45,7 +81,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   const bool can_stage = k.raw_strip[dt] && panels > 1;
   // Two choices measured on AMD CPUs only: the share requests below (a
   // Zen 5, family 1Ah, only), and the narrow kernel for a last panel of few
-  // rows (Zen 5 and Zen 4, family 19h; no other family 19h CPU has
+  // rows (last_panel_calls; Zen 5 and Zen 4, family 19h; no other family 19h CPU has
   // AVX-512). That panel, with vectors along grad_y rows, costs a whole
   // vector per weight row whatever its rows; the narrow kernel's vectors
   // run along the weight rows, so it costs one per grad_y row, though its
@@ -60,36 +96,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   // 1.00x.
   const unsigned amd_family = runtime::cpu_features().amd_family;
   const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
-  // The narrow kernel takes up to 8 rows on both families, up to 12 (its
-  // most) on the Zen 4 alone: there 10 and 12 rows took 0.75x and 0.90x
-  // the 16-row tile's time in kernel_bench (754-764 and 903-938 ns against
-  // 989-1039); a Zen 5, which issues twice the zmm FMAs a cycle, so that
-  // the narrow kernel's shuffles and chains weigh more, was not measured
-  // at 9-12 rows. Fused, two builds
-  // alternating call by call, one thread, against 8: experts of 137 rows
-  // (a 9-row tail) 0.971x the time, 140 rows (12) 1.004x, 10 rows (one
-  // panel) 0.843x, 12 rows 0.946x; fine-grained 0.990x, with two threads
-  // 0.996x, exact bf16 0.987x; zmoe 0.998x and 0.996x.
-  const size_t narrow_rows = amd_family == 0x19u ? k.narrow_rows : std::min<size_t>(k.narrow_rows, 8);
-  const bool narrow_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && count - last <= narrow_rows;
-  // On the same CPUs, a last panel of 17 to 16 + narrow_rows rows among
-  // others runs as its first 16 rows (one zmm vector) and the narrow
-  // kernel on the rest, from the same panel and into the same Ct rows: on
-  // the Zen 4 the 24-row tile took 0.85x a full panel's time for 0.75x its
-  // FMAs (kernel_bench: 1771 ns against 1033 + 502 for 16 rows and a
-  // 4-row narrow call). Measured fused as above, narrow kernel up to 8
-  // rows, one thread: experts of 148 rows (a 20-row tail) 0.976x the time,
-  // exact bf16 0.958x; zmoe 0.987x, with two threads 0.989x; fine-grained
-  // 1.008x and 0.997x, 52 rows (two panels) 1.00x (A/A noise 0.99-1.02x);
-  // then with up to 12, 154 rows (16 + 10 against a 26-row tile) 0.988x,
-  // 90 rows 0.964x. Not for a slot of one panel: at 20 rows that took
-  // 1.06x, its one call being the one that requests the next strip into
-  // L1. Not measured on a Zen 5, where the 24-row tile takes a full
-  // panel's time (ymm and zmm FMAs issue alike), so the split saves more
-  // of the kernel's time there.
-  const size_t half = k.panel / 2;
-  const bool split_last = amd_family >= 0x19u && k.narrow_ukernel != nullptr && k.panel == 32 && panels > 1 &&
-                          count - last > half && count - last - half <= narrow_rows;
+  const LastPanelCalls tail_calls = last_panel_calls(k, count);
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -208,20 +215,23 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
             share.end = next.end * (call + 1) / shares;
             share.to_l2 = !shares_to_l1;
           }
-          const kernels::RowvecUkernelFn ukernel = call == 0 && narrow_last ? k.narrow_ukernel : k.ukernel;
-          const size_t rows_here = std::min(k.panel, count - ir);
-          if (call == 0 && split_last) {  // never the final call: panels > 1
+          const float* panel = panel_at(ps, pc, ir);
+          float* const ct_at = ct + jc * ldct + ir;
+          const kernels::NextStrip& calls_next = final_call ? last_call : share;
+          if (call > 0) {
+            k.ukernel(kb, strip[cur], panel, ct_at, ldct, std::min(k.panel, count - ir), cn, pc > 0, calls_next);
+          } else if (tail_calls.narrow == 0 || tail_calls.main == 0) {
+            const kernels::RowvecUkernelFn ukernel = tail_calls.narrow > 0 ? k.narrow_ukernel : k.ukernel;
+            ukernel(kb, strip[cur], panel, ct_at, ldct, count - ir, cn, pc > 0, calls_next);
+          } else {  // never the final call: a split needs panels > 1
             // The block's share of requests split about as the two calls'
             // FMAs: all of it in the 16-row call, 148 rows took 0.988-1.003x.
             kernels::NextStrip first_share = share, rest_share = share;
             first_share.end = rest_share.begin = share.begin + (share.end - share.begin) * 2 / 3;
-            k.ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, half, cn, pc > 0, first_share);
-            k.narrow_ukernel(kb, strip[cur], panel_at(ps, pc, ir) + half, ct + jc * ldct + ir + half, ldct,
-                             rows_here - half, cn, pc > 0, rest_share);
-            continue;
+            k.ukernel(kb, strip[cur], panel, ct_at, ldct, tail_calls.main, cn, pc > 0, first_share);
+            k.narrow_ukernel(kb, strip[cur], panel + tail_calls.main, ct_at + tail_calls.main, ldct, tail_calls.narrow,
+                             cn, pc > 0, rest_share);
           }
-          ukernel(kb, strip[cur], panel_at(ps, pc, ir), ct + jc * ldct + ir, ldct, rows_here, cn, pc > 0,
-                  final_call ? last_call : share);
         }
         staged = stage;
         if (stage) cur = 1 - cur;

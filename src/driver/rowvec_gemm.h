@@ -21,6 +21,15 @@ struct RowvecScratch {
   float* w_strip;  // >= 2 * strip_floats (two strip buffers)
 };
 
+// How a slot of `count` >= 1 rows computes its last panel (the rows past
+// its whole panels, or a whole last one): the first `main` rows with
+// k.ukernel, the next `narrow` with k.narrow_ukernel (either may be 0).
+// Chosen per CPU; the same bits either way.
+struct LastPanelCalls {
+  size_t main, narrow;
+};
+LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count);
+
 // ct[j*ldct + r] = sum_{p < n} A[rows[r], p] * B[j0 + j, p] for r < count,
 // j < cols; one fp32 FMA chain per element in ascending p, from +0.0
 // (SPEC §5). A and B must be contiguous along p (reduce_stride 1); kc <=

@@ -154,6 +154,37 @@ void BM_rowvec_slot(benchmark::State& state) {
   state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (whole ? " whole slot" : " kernel only"));
 }
 
+// Packing one zmoe slot's grad_y rows (137 rows x N 2048, f32) into
+// row-vector panels, a kc of 256 at a time as the driver does; pad: floats
+// added to the rows' stride (0: rows 8 KiB apart, so that every row's line
+// of a column falls in one L1 set); experts: how many slots' rows take
+// turns (1: they stay in L2, 8: in the L3, 64: they come from DRAM). On
+// the Zen 4 VM, AVX-512, three runs: from DRAM 2.4-3.1 G floats/s (10-12
+// GB/s, what one core draws there) whatever the stride; resident 6.3-7.8
+// G/s 8 KiB apart and 7.7-10.5 G/s padded. So zmoe's packing (2 % of its
+// time) waits on DRAM's bandwidth per core, not on the transposes.
+void BM_pack_panel(benchmark::State& state) {
+  const GemmKernels* k = table(state.range(0), 0);
+  if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
+  const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
+  const size_t pad = static_cast<size_t>(state.range(1)), experts = static_cast<size_t>(state.range(2));
+  constexpr size_t kRows = 137, kN = 2048, kKc = 256;
+  const size_t ld = kN + pad, panels = (kRows + rv.panel - 1) / rv.panel;
+  Buffer gy = make_buffer(experts * kRows * ld, 0.5f, true), pan = make_buffer(panels * kKc * rv.panel, 0.0f);
+  std::vector<int32_t> row_of(experts * kRows);
+  for (size_t r = 0; r < row_of.size(); ++r) row_of[r] = static_cast<int32_t>(r);
+  size_t e = 0;
+  for (auto _ : state) {
+    for (size_t pc = 0; pc < kN; pc += kKc)
+      for (size_t ir = 0; ir < kRows; ir += rv.panel)
+        rv.pack_panel[0](gy.get(), static_cast<int64_t>(ld), row_of.data() + e * kRows + ir,
+                         std::min(rv.panel, kRows - ir), pc, kKc, pan.get() + (ir / rv.panel) * kKc * rv.panel);
+    benchmark::DoNotOptimize(pan.get());
+    e = (e + 1) % experts;
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(kRows * kN));
+}
+
 // The packed engine's tile with A as copied rows ([MR][ld], the layout for
 // grad_y contiguous along N; AVX-512 14x32, AVX2 6x16; fast_bf16: the
 // AVX512_BF16 pair kernel, rows of raw bf16 pairs), B in L1, A cycling as
@@ -252,6 +283,9 @@ BENCHMARK(BM_rowvec_slot)
     ->ArgNames({"isa", "rows", "whole"})
     ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_pack_panel)
+    ->ArgNames({"isa", "pad", "experts"})
+    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {0, 16}, {1, 8, 64}});
 BENCHMARK(BM_rows_a_ukernel)
     ->ArgNames({"isa", "kc", "fast_bf16"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})

@@ -239,9 +239,10 @@ TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
 // A slot's last panel runs only the register widths its rows need (AVX-512:
 // 8-row ymm and 16-row zmm vectors; on AMD CPUs the narrow kernel for a
 // last panel of few rows, and after a 16-row vector for the rest of one of
-// up to 28 rows behind full panels: driver::last_panel_calls): one expert of every row count from 1 to
-// 2 panels + 8, on the row-vector engine, every dtype, over two reduction
-// blocks (the second call accumulates), against the scalar path.
+// up to 28 rows behind full panels: driver::last_panel_calls): one expert
+// of every row count from 1 to 2 panels + 8, on the row-vector engine,
+// every dtype, over two reduction blocks (the second call accumulates),
+// against the scalar path.
 TEST_P(Engines, EveryTailLengthGivesTheScalarBits) {
   ScopedEnv env("MOEGRAD_ENGINE", "rowvec");
   for (DType dtype : kDTypes) {

@@ -9,8 +9,21 @@ namespace moegrad::driver {
 
 LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   const size_t panels = (count + k.panel - 1) / k.panel, tail = count - (panels - 1) * k.panel;
-  // The narrow kernel serves only AMD CPUs (rowvec_gemm_tile says why), up
-  // to 8 rows on both families and up to 12 (its most) on the Zen 4 alone:
+  // The narrow kernel serves only AMD CPUs, where it was measured (Zen 5,
+  // family 1Ah, and Zen 4, family 19h; no other family 19h CPU has
+  // AVX-512). A last panel, with vectors along grad_y rows, costs a whole
+  // vector per weight row whatever its rows; the narrow kernel's vectors
+  // run along the weight rows, so it costs one per grad_y row, though its
+  // chains (kc FMAs, 4 cycles each) bound it and the strip's transpose adds
+  // shuffles. kernel_bench on the Zen 5: 0.47-0.52x the time of the 8-row
+  // tail for 1-4 rows, 0.61-0.66x for 8. Fused, two builds alternating call
+  // by call: experts of exactly 68 rows (a 4-row tail) 0.90-0.93x,
+  // fine-grained 0.98x with one thread and 0.98-0.99x with two, zmoe
+  // 0.99-1.0x. On the Zen 4, where a zmm FMA or shuffle costs two of the
+  // tail's ymm FMAs, it pays as well: 68 rows 0.91-0.93x with one thread,
+  // 0.93x with two, exact bf16 0.87x; fine-grained 0.986x and 0.976x, zmoe
+  // 1.00x.
+  // Up to 8 rows on both families, up to 12 (its most) on the Zen 4 alone:
   // there 10 and 12 rows took 0.75x and 0.90x the 16-row tile's time in
   // kernel_bench (754-764 and 903-938 ns against 989-1039); a Zen 5, which
   // issues twice the zmm FMAs a cycle, so that the narrow kernel's
@@ -79,21 +92,8 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   size_t cur = 0;
   bool staged = false;  // strip[cur] already holds the block's strip
   const bool can_stage = k.raw_strip[dt] && panels > 1;
-  // Two choices measured on AMD CPUs only: the share requests below (a
-  // Zen 5, family 1Ah, only), and the narrow kernel for a last panel of few
-  // rows (last_panel_calls; Zen 5 and Zen 4, family 19h; no other family 19h CPU has
-  // AVX-512). That panel, with vectors along grad_y rows, costs a whole
-  // vector per weight row whatever its rows; the narrow kernel's vectors
-  // run along the weight rows, so it costs one per grad_y row, though its
-  // chains (kc FMAs, 4 cycles each) bound it and the strip's transpose adds
-  // shuffles. kernel_bench on the Zen 5: 0.47-0.52x the time of the 8-row
-  // tail for 1-4 rows, 0.61-0.66x for 8. Fused, two builds alternating call
-  // by call: experts of exactly 68 rows (a 4-row tail) 0.90-0.93x,
-  // fine-grained 0.98x with one thread and 0.98-0.99x with two, zmoe
-  // 0.99-1.0x. On the Zen 4, where a zmm FMA or shuffle costs two of the
-  // tail's ymm FMAs, it pays as well: 68 rows 0.91-0.93x with one thread,
-  // 0.93x with two, exact bf16 0.87x; fine-grained 0.986x and 0.976x, zmoe
-  // 1.00x.
+  // The share requests into L1 below were measured on a Zen 5 (family
+  // 1Ah) only.
   const unsigned amd_family = runtime::cpu_features().amd_family;
   const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
   const LastPanelCalls tail_calls = last_panel_calls(k, count);

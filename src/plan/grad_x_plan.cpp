@@ -193,7 +193,26 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // chunks instead of 8 x 16) 0.70-0.72x the time, with 32 0.84-0.86x;
   // 4096 tokens x 8 of 256 experts, K = N = 512, with 4, 8 and 16 workers
   // 0.91-0.93x, 0.81x and 0.78-0.80x.
-  auto chunks_of = [&](size_t b) { return chunks_for(want_items, static_cast<int64_t>(b), plan.workers, p.batch); };
+  // Where only the tokens are split (one column block), one chunk per
+  // worker, not two (and the ranking below weighs that plan so): each
+  // chunk packs again the weights of every expert it visits and gathers
+  // rows from further apart (perf, large-token with two threads: weight
+  // packing 3.1x the samples of one thread's, grad_y packing 1.8x).
+  // Measured, two builds alternating call by call, two threads:
+  // large-token f32 0.977x and 0.987x the time on the Zen 4 (A/A 1.004x),
+  // f16 0.989x, bf16 0.987x, fast bf16 0.975x; 512 rows per expert at K
+  // 256 (the row-vector engine) 0.948x; on the Zen 5 f32 0.978x and
+  // 0.984x, bf16 0.988x. Weighed so, one block of whole chunks wins the
+  // ranking more often with many workers (time-sliced on the 2-core Zen 4,
+  // the work a plan implies: 16384 tokens x 2 of 64 experts, K 256, N
+  // 1024, with 8 and 16 workers 0.925x and 0.939x the time of the blocks
+  // the ranking chose when it counted two chunks per worker; 8192 x 2 of
+  // 16, K 200, N 400, with 16 workers 0.886x). Column blocks stay two per
+  // worker: with one, fine-grained bf16 took 1.041x on the Zen 5.
+  auto chunks_of = [&](size_t b) {
+    const int64_t items = b == 1 ? plan.workers : want_items;
+    return chunks_for(items, static_cast<int64_t>(b), plan.workers, p.batch);
+  };
   if (blocks < static_cast<size_t>(want_items)) {
     // (workers left idle, cost): the smaller, the better.
     auto rank = [&](size_t b) {
@@ -209,18 +228,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   }
   plan.nc = round_up((K + blocks - 1) / blocks, col_unit);
   plan.col_blocks = static_cast<int64_t>((K + plan.nc - 1) / plan.nc);
-  // Where only the tokens are split (one column block), one chunk per
-  // worker, not two: each chunk packs again the weights of every expert it
-  // visits and gathers rows from further apart (perf, large-token with two
-  // threads: weight packing 3.1x the samples of one thread's, grad_y
-  // packing 1.8x). Measured, two builds alternating call by call, two
-  // threads: large-token f32 0.977x and 0.987x the time on the Zen 4 (A/A
-  // 1.004x), f16 0.989x, bf16 0.987x, fast bf16 0.975x; 512 rows per
-  // expert at K 256 (the row-vector engine) 0.948x; on the Zen 5 f32 0.978x
-  // and 0.984x, bf16 0.988x. Column blocks stay two per worker: with one,
-  // fine-grained bf16 took 1.041x there.
-  plan.chunks = plan.col_blocks == 1 ? chunks_for(plan.workers, 1, plan.workers, p.batch)
-                                     : chunks_of(static_cast<size_t>(plan.col_blocks));
+  plan.chunks = chunks_of(static_cast<size_t>(plan.col_blocks));
   plan.tokens_per_chunk = (p.batch + plan.chunks - 1) / plan.chunks;
 
   // ms: room for twice the average rows an expert has in a chunk, so an

@@ -117,8 +117,8 @@ __attribute__((always_inline)) inline void narrow_tile(size_t kc, const float* w
 }  // namespace
 
 void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
-                                             size_t ldct, size_t rows, size_t cols, bool accumulate,
-                                             const NextStrip& next) {
+                                              size_t ldct, size_t rows, size_t cols, bool accumulate,
+                                              const NextStrip& next) {
   switch (rows) {
     case 1: return narrow_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 2: return narrow_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);

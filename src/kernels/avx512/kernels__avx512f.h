@@ -33,8 +33,8 @@ void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const fl
                                        const NextStrip& next);
 // Up to 12 rows of a last panel, vectors along the strip's weight rows.
 void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
-                                             size_t ldct, size_t rows, size_t cols, bool accumulate,
-                                             const NextStrip& next);
+                                              size_t ldct, size_t rows, size_t cols, bool accumulate,
+                                              const NextStrip& next);
 extern const PackGatheredRowsFn pack_panel_32__avx512f[kNumDTypes];
 extern const RowvecCopyStripFn copy_strip_14__avx512f[kNumDTypes];
 void f32_add_cols__avx512f(const float* ct, size_t ldct, size_t rows, size_t cols, float* dst, int64_t dst_stride,

@@ -75,7 +75,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   for (const int threads : options.threads) {
     progress->step("fma-peak t=" + std::to_string(threads));
     loops.push_back(std::make_unique<FmaLoop>(threads));
-    for (int i = 0; i < options.reps; ++i) loops.back()->run();
+    for (int i = 0; i < options.reps.value_or(kMinDefaultReps); ++i) loops.back()->run();
     loop_ptrs.push_back(loops.back().get());
   }
 

@@ -48,19 +48,21 @@ const char kBenchHelp[] =
     "                 (default: all three)\n"
     "  --dtype D      f32, f16 or bf16, or a comma list; repeatable (default: all three)\n"
     "  --threads N    only N threads (default: 1 and the CPUs this process may use)\n"
-    "  --reps R       timed rounds (default 5). Each path first runs alone (peak RSS,\n"
-    "                 checks), then once more as a warm-up; then each round runs every\n"
-    "                 path of the shape, of every dtype and thread count, once,\n"
-    "                 interleaved and rotated, so drift in the machine's speed hits\n"
-    "                 them alike (the ratios between dtypes and thread counts too).\n"
-    "                 The median of the rounds is reported with min and max. The\n"
-    "                 default run times 9 paths x 7 runs of zmoe (240 GFLOP each,\n"
-    "                 ~1.4 s on one core) per thread count, plus the two small\n"
-    "                 shapes: ~3 minutes on the project's 2-core AVX-512 VM (shared\n"
-    "                 host). Memory: each path runs alone with its own dtype's inputs;\n"
-    "                 the timing holds every dtype's at once, ~9 GB for zmoe with all\n"
-    "                 three dtypes (--dtype f32 alone: ~4.5 GB); where MemAvailable is\n"
-    "                 short of that, it times the dtypes in groups that fit, with a note\n"
+    "  --reps R       timed rounds. Each path first runs alone (peak RSS, checks), then\n"
+    "                 once more as a warm-up; then each round runs every path of the\n"
+    "                 shape, of every dtype and thread count, once, interleaved and\n"
+    "                 rotated, so drift in the machine's speed hits them alike (the\n"
+    "                 ratios between dtypes and thread counts too). The median of the\n"
+    "                 rounds is reported with min and max. Default: per shape, as many\n"
+    "                 rounds as fit in about 30 s, judged by its warm-up round, at\n"
+    "                 least 5 and at most 25 (on the project's 2-core Zen 4 VM zmoe\n"
+    "                 gets 5, large-token 10, fine-grained 6, and the default run, 18\n"
+    "                 paths x 7 runs of zmoe at 240 GFLOP each and the two small\n"
+    "                 shapes, takes ~6 minutes). Memory: each path runs alone with its\n"
+    "                 own dtype's inputs; the timing holds every dtype's at once, ~9 GB\n"
+    "                 for zmoe with all three dtypes (--dtype f32 alone: ~4.5 GB);\n"
+    "                 where MemAvailable is short of that, it times the dtypes in\n"
+    "                 groups that fit, with a note\n"
     "  --max-memory G at most G GiB (a decimal number) for what the timing holds: the\n"
     "                 dtypes are then timed in groups that fit, as above (default and\n"
     "                 upper limit: 90% of MemAvailable)\n"
@@ -278,7 +280,7 @@ Options parse_options(std::span<char* const> args) {
       have_reps = true;
       const auto v = parse_int(value, 1, kMaxReps);
       if (!v) usage("--reps '" + std::string(value) + "' is not an integer in [1, " + std::to_string(kMaxReps) + "]");
-      o.reps = static_cast<int>(*v);
+      o.reps = static_cast<int>(*v);  // parse_int bounds it
     } else if (name == "--max-memory") {
       if (have_max_memory) usage("--max-memory given twice");
       have_max_memory = true;

@@ -27,7 +27,7 @@ struct Options {
   std::vector<ShapeSpec> shapes;             // default: the three issue-3 shapes
   std::vector<cli::FloatFormat> dtypes;      // default: f32, f16, bf16
   std::vector<int> threads;                  // default: 1 and the online CPUs (deduplicated)
-  int reps = 5;                              // timed repetitions after one warm-up
+  std::optional<int> reps;                   // --reps; default: per shape (default_reps)
   std::optional<uint64_t> max_memory_bytes;  // --max-memory: cap on what the timing holds
 };
 

@@ -52,14 +52,23 @@ struct TimedPath {
 // every run starts from the same state.
 constexpr std::chrono::milliseconds kSettle{20};
 
+// Runs each path once, as the warm-up of time_interleaved; returns the
+// seconds that took.
+double warm_up(const std::vector<TimedPath*>& paths) {
+  const Clock::time_point t0 = Clock::now();
+  for (TimedPath* p : paths) {
+    std::this_thread::sleep_for(kSettle);
+    p->run();
+  }
+  return ms_since(t0) / 1e3;
+}
+
 // The timing of all paths of one shape (every dtype and thread count),
-// interleaved: after one warm-up each, every round runs each path once,
-// starting one path later each round, so drift in the shared host's speed
-// (several % over seconds here) lands on every path alike instead of on
-// whichever ran last.
+// interleaved, after warm_up: every round runs each path once, starting one
+// path later each round, so drift in the shared host's speed (several % over
+// seconds here) lands on every path alike instead of on whichever ran last.
 void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
   std::vector<std::vector<double>> ms(paths.size());
-  for (TimedPath* p : paths) p->run();
   for (int r = 0; r < reps; ++r)
     for (size_t i = 0; i < paths.size(); ++i) {
       const size_t j = (i + static_cast<size_t>(r)) % paths.size();
@@ -470,10 +479,18 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
 
 }  // namespace
 
+int default_reps(double warm_up_seconds) {
+  if (!(warm_up_seconds > 0)) return kMaxDefaultReps;  // too short to time (or NaN)
+  const double fit = std::ceil(kRoundsBudgetSeconds / warm_up_seconds);
+  return static_cast<int>(std::clamp<double>(fit, kMinDefaultReps, kMaxDefaultReps));
+}
+
 ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std::vector<FmaLoop*>& fma_loops,
                       Progress& progress) {
-  const int reps = config.reps;
-  ShapeReport report{shape, {}, {}, reps};
+  // Without --reps, chosen from the first group's warm-up round (below) and
+  // kept for the other groups, so that every path of the shape has the same.
+  std::optional<int> reps = config.reps;
+  ShapeReport report{shape, {}, {}, 0};
   const double flops = 2.0 * static_cast<double>(shape.m()) * static_cast<double>(shape.n) *
                        static_cast<double>(shape.k);
 
@@ -553,16 +570,20 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
                             {}});
       timed.push_back(&loop_paths.back());
     }
-    progress.status(what + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
-                    std::to_string(reps) + (reps == 1 ? " round" : " rounds"));
     for (TimedPath* path : timed) {
       if (!path->prepare()) throw std::runtime_error(what + ": a path that ran alone cannot be prepared again");
     }
-    time_interleaved(timed, reps);
+    progress.status(what + ": warming up " + std::to_string(path_count) + " paths and the FMA loop");
+    const double warm_up_seconds = warm_up(timed);
+    if (!reps) reps = default_reps(warm_up_seconds);
+    progress.status(what + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
+                    std::to_string(*reps) + (*reps == 1 ? " round" : " rounds"));
+    time_interleaved(timed, *reps);
     for (TimedPath* path : timed) path->release();
     for (size_t i = starts[g]; i < starts[g + 1]; ++i) free_buffers(*runs[i]);
   }
 
+  report.reps = reps.value_or(0);  // 0: no group timed (no dtype)
   auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,
                          std::optional<uint64_t> peak_rss) {
     r->ms = path.ms.median;

@@ -41,7 +41,7 @@ class Progress {
 struct RunConfig {
   std::vector<cli::FloatFormat> dtypes;
   std::vector<int> threads;
-  int reps = 5;
+  std::optional<int> reps;  // --reps; nullopt: default_reps of each shape's warm-up round
   bool fast_bf16 = false;  // the CPU runs moegrad's AVX512_BF16 fast mode
   std::optional<uint64_t> max_memory_bytes;  // --max-memory; the timing's budget is at most this
 };
@@ -56,6 +56,19 @@ std::optional<std::string> fast_bf16_unavailable_reason();
 // bytes[i] is what timing dtype i holds; no budget (unknown): one group.
 // Returns each group's first index.
 std::vector<size_t> timing_groups(const std::vector<uint64_t>& bytes, std::optional<uint64_t> budget);
+
+// The timed rounds of a shape when --reps is not given, from how long its
+// warm-up round took: as many as fit in kRoundsBudgetSeconds, at least
+// kMinDefaultReps and at most kMaxDefaultReps. A zmoe round takes half a
+// minute or more, so it gets the minimum; the small shapes' rounds take
+// seconds, so their medians can rest on more rounds for little time (on
+// the 2-core Zen 4 VM: large-token 10 rounds, fine-grained 6, the whole
+// default run 5.6 minutes). On a shared host whose other tenants slow a
+// vCPU for minutes at a time, no number of rounds helps: read ratios
+// within a run, and min beside median.
+inline constexpr double kRoundsBudgetSeconds = 30;
+inline constexpr int kMinDefaultReps = 5, kMaxDefaultReps = 25;
+int default_reps(double warm_up_seconds);
 
 // Steps run_shape reports to Progress for one shape.
 int shape_steps(const RunConfig& config);

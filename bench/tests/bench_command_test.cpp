@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -418,6 +419,32 @@ TEST(BenchTimingGroups, SplitOnlyWhereTheBudgetRequires) {
   EXPECT_EQ(timing_groups(zmoe_like, 0), (std::vector<size_t>{0, 1, 2}));
   EXPECT_EQ(timing_groups({}, 100), (std::vector<size_t>{}));
   EXPECT_EQ(timing_groups({7}, 1), (std::vector<size_t>{0}));
+}
+
+// Without --reps, a shape gets as many rounds as fit in 30 s of its warm-up
+// round's length, at least 5 and at most 25 (--help says so).
+TEST(BenchDefaultReps, RoundsThatFitInThirtySeconds) {
+  using moegrad::bench::default_reps;
+  EXPECT_EQ(default_reps(120.0), 5);   // zmoe-like: the minimum
+  EXPECT_EQ(default_reps(7.0), 5);     // 30 / 7 = 4.3
+  EXPECT_EQ(default_reps(6.0), 5);     // exactly 5
+  EXPECT_EQ(default_reps(5.0), 6);
+  EXPECT_EQ(default_reps(4.0), 8);     // 7.5, rounded up
+  EXPECT_EQ(default_reps(2.0), 15);
+  EXPECT_EQ(default_reps(1.25), 24);
+  EXPECT_EQ(default_reps(1.0), 25);    // 30: the maximum
+  EXPECT_EQ(default_reps(0.001), 25);
+  EXPECT_EQ(default_reps(0.0), 25);    // too short to time
+  EXPECT_EQ(default_reps(std::nan("")), 25);
+}
+
+// A shape whose round takes milliseconds gets the most default rounds; the
+// table and the progress line say how many.
+TEST(BenchCommand, DefaultRepsForAShortRound) {
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("4*M*K = 32.0 KiB; 25 reps)\n"), std::string::npos) << c.out;
+  EXPECT_NE(c.err.find("interleaved, with the FMA loop, 25 rounds"), std::string::npos) << c.err;
 }
 
 TEST(BenchCommand, HumanTablePerShape) {

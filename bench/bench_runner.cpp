@@ -52,14 +52,17 @@ struct TimedPath {
 // every run starts from the same state.
 constexpr std::chrono::milliseconds kSettle{20};
 
+// One run of a path, after kSettle; its milliseconds.
+double settled_run(TimedPath& path) {
+  std::this_thread::sleep_for(kSettle);
+  return path.run();
+}
+
 // Runs each path once, as the warm-up of time_interleaved; returns the
-// seconds that took.
+// seconds that took (what a round of them takes).
 double warm_up(const std::vector<TimedPath*>& paths) {
   const Clock::time_point t0 = Clock::now();
-  for (TimedPath* p : paths) {
-    std::this_thread::sleep_for(kSettle);
-    p->run();
-  }
+  for (TimedPath* p : paths) settled_run(*p);
   return ms_since(t0) / 1e3;
 }
 
@@ -72,8 +75,7 @@ void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
   for (int r = 0; r < reps; ++r)
     for (size_t i = 0; i < paths.size(); ++i) {
       const size_t j = (i + static_cast<size_t>(r)) % paths.size();
-      std::this_thread::sleep_for(kSettle);
-      ms[j].push_back(paths[j]->run());
+      ms[j].push_back(settled_run(*paths[j]));
     }
   for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
 }

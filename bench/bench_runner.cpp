@@ -578,8 +578,11 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     progress.status(what + ": warming up " + std::to_string(path_count) + " paths and the FMA loop");
     const double warm_up_seconds = warm_up(timed);
     if (!reps) reps = default_reps(warm_up_seconds);
+    // The warm-up round's length is shown because it chose the default
+    // rounds: the count can be checked against it.
     progress.status(what + ": timing " + std::to_string(path_count) + " paths interleaved, with the FMA loop, " +
-                    std::to_string(*reps) + (*reps == 1 ? " round" : " rounds"));
+                    std::to_string(*reps) + (*reps == 1 ? " round" : " rounds") + " (warm-up round " +
+                    format_g("%.3f", warm_up_seconds) + " s)");
     time_interleaved(timed, *reps);
     for (TimedPath* path : timed) path->release();
     for (size_t i = starts[g]; i < starts[g + 1]; ++i) free_buffers(*runs[i]);

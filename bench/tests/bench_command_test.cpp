@@ -438,13 +438,29 @@ TEST(BenchDefaultReps, RoundsThatFitInThirtySeconds) {
   EXPECT_EQ(default_reps(std::nan("")), 25);
 }
 
-// A shape whose round takes milliseconds gets the most default rounds; the
-// table and the progress line say how many.
-TEST(BenchCommand, DefaultRepsForAShortRound) {
+// Without --reps the rounds follow the warm-up round's length, which the
+// progress line shows (to the millisecond): the count must be the one that
+// 30 s over that length gives, within 5 to 25, worked out here in float64
+// at both ends of the printed value's rounding interval, so a slow host
+// changes the count, never the verdict. The table shows the same count.
+TEST(BenchCommand, DefaultRepsFollowTheWarmUpRound) {
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
-  EXPECT_NE(c.out.find("4*M*K = 32.0 KiB; 25 reps)\n"), std::string::npos) << c.out;
-  EXPECT_NE(c.err.find("interleaved, with the FMA loop, 25 rounds"), std::string::npos) << c.err;
+  const std::string marker = "interleaved, with the FMA loop, ";
+  const size_t at = c.err.find(marker);
+  ASSERT_NE(at, std::string::npos) << c.err;
+  int rounds = 0;
+  double warm_up = -1;
+  ASSERT_EQ(std::sscanf(c.err.c_str() + at + marker.size(), "%d rounds (warm-up round %lf s)", &rounds, &warm_up), 2)
+      << c.err.substr(at);
+  ASSERT_GE(warm_up, 0);
+  auto fit = [](double seconds) {
+    if (seconds <= 0) return 25;
+    return static_cast<int>(std::min(25.0, std::max(5.0, std::ceil(30.0 / seconds))));
+  };
+  EXPECT_GE(rounds, fit(warm_up + 0.0005)) << "warm-up " << warm_up << " s";
+  EXPECT_LE(rounds, fit(warm_up - 0.0005)) << "warm-up " << warm_up << " s";
+  EXPECT_NE(c.out.find("4*M*K = 32.0 KiB; " + std::to_string(rounds) + " reps)\n"), std::string::npos) << c.out;
 }
 
 TEST(BenchCommand, HumanTablePerShape) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "aligned_buffer.h"
+#include "driver/scatter_add_split.h"
 #include "moegrad/moegrad.h"
 #include "onednn_module.h"
 
@@ -144,10 +145,10 @@ void DnnlNonfused::execute(float* grad_x) {
   // Scatter-add in moegrad's order: per column block, zero, then rows in
   // ascending expanded order (SPEC §5: grad_x[b] = ((0 + c_i1) + c_i2) + ...),
   // with the same look-ahead as moegrad's scatter-add (the grad_x row 8 rows
-  // ahead requested early), so both baselines differ only in the GEMM.
+  // ahead requested early) and the same column blocks, so both baselines
+  // differ only in the GEMM.
   const int64_t K = p.k;
-  const int64_t per_block = (K + 4 * threads_ - 1) / (4 * threads_);
-  const int64_t width = std::max<int64_t>(64, (per_block + 15) / 16 * 16);
+  const int64_t width = driver::scatter_add_block_width(K, threads_);
   const int64_t blocks = (K + width - 1) / width;
   const float* dx = d_expanded_x_.as<float>();
 #pragma omp parallel for num_threads(threads_) schedule(static)

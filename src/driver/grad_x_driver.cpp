@@ -9,6 +9,7 @@
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "driver/rowvec_gemm.h"
+#include "driver/scatter_add_split.h"
 #include "runtime/cpu_features.h"
 #include "runtime/fp_env.h"
 
@@ -279,9 +280,10 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
 
   // Step 2: scatter-add (MoeInitRoutingGrad), column blocks in parallel,
   // rows in ascending order.
-  parallel_items(pool, threads, plan.col_blocks, [&](int64_t block, int) {
-    const int64_t k0 = block * static_cast<int64_t>(plan.nc);
-    const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
+  const int64_t width = scatter_add_block_width(p.K, threads);
+  parallel_items(pool, threads, (p.K + width - 1) / width, [&](int64_t block, int) {
+    const int64_t k0 = block * width;
+    const int64_t kn = std::min(width, p.K - k0);
     zero_block(p, 0, p.batch, k0, kn);
     for (int64_t i = 0; i < p.M; ++i) {
       // The same look-ahead as the fused scatter-add (tokens in random order).

@@ -23,21 +23,26 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   // tail's ymm FMAs, it pays as well: 68 rows 0.91-0.93x with one thread,
   // 0.93x with two, exact bf16 0.87x; fine-grained 0.986x and 0.976x, zmoe
   // 1.00x.
-  // Up to 8 rows on both families, up to 12 (its most) on the Zen 4 alone:
-  // there 10 and 12 rows took 0.75x and 0.90x the 16-row tile's time in
-  // kernel_bench (754-764 and 903-938 ns against 989-1039); a Zen 5, which
-  // issues twice the zmm FMAs a cycle, so that the narrow kernel's
-  // shuffles and chains weigh more, was not measured at 9-12 rows. Fused,
-  // two builds alternating call by call, one thread, against 8: experts of
-  // 137 rows (a 9-row tail) 0.971x the time, 140 rows (12) 1.004x, 10 rows
-  // (one panel) 0.843x, 12 rows 0.946x; fine-grained 0.990x, with two
-  // threads 0.996x, exact bf16 0.987x; zmoe 0.998x and 0.996x.
+  // Up to 12 rows (its most) on both families, but on a Zen 5 a slot of
+  // one panel keeps it to 8. On the Zen 4, 10 and 12 rows took 0.75x and
+  // 0.90x the 16-row tile's time in kernel_bench (754-764 and 903-938 ns
+  // against 989-1039); fused, two builds alternating call by call, one
+  // thread, against 8: experts of 137 rows (a 9-row tail) 0.971x the time,
+  // 140 rows (12) 1.004x, 10 rows (one panel) 0.843x, 12 rows 0.946x;
+  // fine-grained 0.990x, with two threads 0.996x, exact bf16 0.987x; zmoe
+  // 0.998x and 0.996x. On the Zen 5, which issues twice the zmm FMAs a
+  // cycle, 10 and 12 rows took 0.80x and 0.92x the 16-row tile's time
+  // (492 and 569 ns against 617); fused as above against 8: 137 rows
+  // 0.983x, with two threads 0.978x, exact bf16 0.976x, 140 rows 0.979x;
+  // zmoe 1.000x and 0.999x, fine-grained 0.983x and 1.003x (an A/A run
+  // read 0.992x, quartiles 0.96-1.02x); but slots of one panel, whose one
+  // call also requests the next strip, took 1.03x at 10 rows per expert
+  // and 1.22x at 12.
   const unsigned amd_family = runtime::cpu_features().amd_family;
-  const size_t narrow_max = k.narrow_ukernel == nullptr || amd_family < 0x19u ? 0
-                            : amd_family == 0x19u                             ? k.narrow_rows
-                                                                              : std::min<size_t>(k.narrow_rows, 8);
-  if (tail <= narrow_max) return {0, tail};
-  // A last panel of 17 to 16 + narrow_max rows behind full ones runs as its
+  const size_t narrow_max = k.narrow_ukernel == nullptr || amd_family < 0x19u ? 0 : k.narrow_rows;
+  const size_t alone_max = amd_family == 0x19u || panels > 1 ? narrow_max : std::min<size_t>(narrow_max, 8);
+  if (tail <= alone_max) return {0, tail};
+  // A last panel of 17 to 16 + split_max rows behind full ones runs as its
   // first 16 rows (one zmm vector) and the narrow kernel on the rest, from
   // the same panel and into the same Ct rows: on the Zen 4 the 24-row tile
   // took 0.85x a full panel's time for 0.75x its FMAs (kernel_bench: 1771
@@ -48,11 +53,14 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   // panels) 1.00x (A/A noise 0.99-1.02x); then with up to 12, 154 rows
   // (16 + 10 against a 26-row tile) 0.988x, 90 rows 0.964x. Not for a slot
   // of one panel: at 20 rows that took 1.06x, its one call being the one
-  // that requests the next strip into L1. Not measured on a Zen 5, where
-  // the 24-row tile takes a full panel's time (ymm and zmm FMAs issue
-  // alike), so the split saves more of the kernel's time there.
+  // that requests the next strip into L1. On a Zen 5 only up to 24 rows:
+  // there the 24-row tile takes a full panel's time (1067 ns against 1087;
+  // ymm and zmm FMAs issue alike), so 16 + up to 8 rows saves (617 + 327 to
+  // 411 ns), but 16 + 10 or 12 rows (617 + 492 or 569) would cost more than
+  // the whole panel.
   const size_t half = k.panel / 2;
-  if (k.panel == 32 && panels > 1 && tail > half && tail - half <= narrow_max) return {half, tail - half};
+  const size_t split_max = amd_family == 0x19u ? narrow_max : std::min<size_t>(narrow_max, 8);
+  if (k.panel == 32 && panels > 1 && tail > half && tail - half <= split_max) return {half, tail - half};
   return {tail, 0};
 }
 

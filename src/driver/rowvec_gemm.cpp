@@ -40,9 +40,11 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   // and 1.22x at 12.
   const unsigned amd_family = runtime::cpu_features().amd_family;
   const size_t narrow_max = k.narrow_ukernel == nullptr || amd_family < 0x19u ? 0 : k.narrow_rows;
-  const size_t alone_max = amd_family == 0x19u || panels > 1 ? narrow_max : std::min<size_t>(narrow_max, 8);
-  if (tail <= alone_max) return {0, tail};
-  // A last panel of 17 to 16 + split_max rows behind full ones runs as its
+  // Where its call is a slot's only one, or follows a 16-row call (below),
+  // the Zen 5 keeps it to 8 rows.
+  const size_t narrow_cap = amd_family == 0x19u ? narrow_max : std::min<size_t>(narrow_max, 8);
+  if (tail <= (panels > 1 ? narrow_max : narrow_cap)) return {0, tail};
+  // A last panel of 17 to 16 + narrow_cap rows behind full ones runs as its
   // first 16 rows (one zmm vector) and the narrow kernel on the rest, from
   // the same panel and into the same Ct rows: on the Zen 4 the 24-row tile
   // took 0.85x a full panel's time for 0.75x its FMAs (kernel_bench: 1771
@@ -59,8 +61,7 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   // 411 ns), but 16 + 10 or 12 rows (617 + 492 or 569) would cost more than
   // the whole panel.
   const size_t half = k.panel / 2;
-  const size_t split_max = amd_family == 0x19u ? narrow_max : std::min<size_t>(narrow_max, 8);
-  if (k.panel == 32 && panels > 1 && tail > half && tail - half <= split_max) return {half, tail - half};
+  if (k.panel == 32 && panels > 1 && tail > half && tail - half <= narrow_cap) return {half, tail - half};
   return {tail, 0};
 }
 

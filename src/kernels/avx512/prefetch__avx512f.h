@@ -13,8 +13,27 @@ namespace moegrad::kernels::avx512 {
 namespace {
 
 // One cache line of f32 from src into a strip row (64-byte aligned).
+//
+// Written as one asm statement because GCC 12, inlining the intrinsics into
+// the row-vector kernels, also stored every copied line to a stack slot that
+// nothing reads (`vmovaps %zmm1,-0x38(%rsp)` beside the real store; 4 such
+// stores in f32_rowvec_ukernel_14x32__avx512f, 23 in the narrow one). Without
+// them, ab_compare on a Zen 5, f32 (medians of runs of 15-31 rounds): zmoe
+// 0.969-0.984x the time with one thread (5 runs), 0.967-1.004x with two
+// (3 runs); fine-grained 0.954-0.958x / 0.928-0.973x. The operands name
+// the two lines as memory, so the compiler still orders the copy against
+// other accesses to them. ASan does not look inside asm, so its builds keep
+// the intrinsics: the same addresses, checked.
 __attribute__((always_inline)) inline void copy_line(float* dst, const std::byte* src) {
+#if defined(__SANITIZE_ADDRESS__)
   _mm512_store_ps(dst, _mm512_loadu_ps(src));
+#else
+  using Line = float[16];
+  __m512 line;
+  asm("vmovups %2, %1\n\tvmovaps %1, %0"
+      : "=m"(*reinterpret_cast<Line*>(dst)), "=&v"(line)
+      : "m"(*reinterpret_cast<const Line*>(src)));
+#endif
 }
 
 #include "kernels/prefetchers.inc"

@@ -22,13 +22,16 @@ namespace {
 // 0.969-0.984x the time with one thread (5 runs), 0.967-1.004x with two
 // (3 runs); fine-grained 0.954-0.958x / 0.928-0.973x. The operands name
 // the two lines as memory, so the compiler still orders the copy against
-// other accesses to them. ASan does not look inside asm, so its builds keep
-// the intrinsics: the same addresses, checked.
+// other accesses to them (as bytes of any type, like the intrinsics: the
+// fast bf16 kernel reads its strips as int32 pairs). ASan does not look
+// inside asm, so its builds keep the intrinsics: the same addresses, checked.
 __attribute__((always_inline)) inline void copy_line(float* dst, const std::byte* src) {
 #if defined(__SANITIZE_ADDRESS__)
   _mm512_store_ps(dst, _mm512_loadu_ps(src));
 #else
-  using Line = float[16];
+  struct __attribute__((may_alias)) Line {
+    float words[16];
+  };
   __m512 line;
   asm("vmovups %2, %1\n\tvmovaps %1, %0"
       : "=m"(*reinterpret_cast<Line*>(dst)), "=&v"(line)

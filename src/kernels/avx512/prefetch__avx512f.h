@@ -25,8 +25,17 @@ namespace {
 // other accesses to them (as bytes of any type, like the intrinsics: the
 // fast bf16 kernel reads its strips as int32 pairs). ASan does not look
 // inside asm, so its builds keep the intrinsics: the same addresses, checked.
-__attribute__((always_inline)) inline void copy_line(float* dst, const std::byte* src) {
+// GCC says ASan with __SANITIZE_ADDRESS__, clang 14 (the fuzz build) only
+// through __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define MOEGRAD_COPY_LINE_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MOEGRAD_COPY_LINE_UNDER_ASAN 1
+#endif
+#endif
+__attribute__((always_inline)) inline void copy_line(float* dst, const std::byte* src) {
+#if defined(MOEGRAD_COPY_LINE_UNDER_ASAN)
   _mm512_store_ps(dst, _mm512_loadu_ps(src));
 #else
   struct __attribute__((may_alias)) Line {
@@ -38,6 +47,7 @@ __attribute__((always_inline)) inline void copy_line(float* dst, const std::byte
       : "m"(*reinterpret_cast<const Line*>(src)));
 #endif
 }
+#undef MOEGRAD_COPY_LINE_UNDER_ASAN
 
 #include "kernels/prefetchers.inc"
 

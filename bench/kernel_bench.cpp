@@ -94,21 +94,24 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 
 // One f32 slot of the row-vector engine as zmoe's plan runs it with one
 // thread (an expert's `rows` grad_y rows, a 1036-column block of 74 strips,
-// N 2048 in blocks of kc 256), two ways. whole: rowvec_gemm_tile itself
-// (grad_y rows packed into panels, each block's weight strip staged from
-// memory by the kernel calls, the tail kernel the driver picks); the
+// N 2048 in blocks of kc 256), three ways. whole 1: rowvec_gemm_tile
+// itself (grad_y rows packed into panels, each block's weight strip staged
+// from memory by the kernel calls, the tail kernel the driver picks); the
 // weights of 8 experts (68 MiB) take turns, so they stream from DRAM as
-// zmoe's do. kernel only: the same kernel calls (the short panel last
-// instead of first, on the kernels driver::last_panel_calls picks) over one
-// resident strip and panels packed beforehand. Their ratio is what bringing
-// the operands in costs on top of the FMAs, which BM_rowvec_ukernel cannot
-// show and a VM without hardware counters cannot count.
+// zmoe's do. whole 2: the same, but every weight row is the expert's first
+// one (a weight stride of 0), so the strips are staged from the caches:
+// against whole 1, what streaming the weights from DRAM costs. whole 0,
+// kernel only: the same kernel calls (the short panel last instead of
+// first, on the kernels driver::last_panel_calls picks) over one resident
+// strip and panels packed beforehand: against whole 2, what packing and
+// staging cost on top of the FMAs, which BM_rowvec_ukernel cannot show and
+// a VM without hardware counters cannot count.
 void BM_rowvec_slot(benchmark::State& state) {
   const GemmKernels* k = table(state.range(0), 0);
   if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");
   const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
   const size_t rows = static_cast<size_t>(state.range(1));
-  const bool whole = state.range(2) != 0;
+  const bool whole = state.range(2) != 0, cached = state.range(2) == 2;
   constexpr size_t kExperts = 8, kN = 2048, kKc = 256;
   const size_t cols = 74 * rv.strip, ldct = (rows + rv.panel - 1) / rv.panel * rv.panel, panels = ldct / rv.panel;
   const size_t blocks = kN / kKc, panel_floats = kKc * rv.panel;
@@ -126,7 +129,7 @@ void BM_rowvec_slot(benchmark::State& state) {
   for (auto _ : state) {
     if (whole) {
       const moegrad::driver::GemmOperand a{gy.get(), static_cast<int64_t>(kN), 1};
-      const moegrad::driver::GemmOperand b{w.get() + e * cols * kN, static_cast<int64_t>(kN), 1};
+      const moegrad::driver::GemmOperand b{w.get() + e * cols * kN, cached ? 0 : static_cast<int64_t>(kN), 1};
       moegrad::driver::rowvec_gemm_tile(rv, DType::kF32, kKc, kKc, a, row_of.data() + e * rows, rows, b, 0, cols,
                                         kN, ct.get(), ldct, {pan.get(), strip.get()});
       e = (e + 1) % kExperts;
@@ -151,7 +154,8 @@ void BM_rowvec_slot(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(rows * cols * kN),
                                                  benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
-  state.SetLabel(std::string(moegrad_isa_name(k->isa)) + (whole ? " whole slot" : " kernel only"));
+  state.SetLabel(std::string(moegrad_isa_name(k->isa)) +
+                 (cached ? " whole slot, weights cached" : whole ? " whole slot" : " kernel only"));
 }
 
 // Packing one zmoe slot's grad_y rows (137 rows x N 2048, f32) into
@@ -281,7 +285,7 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 12, 0, 1});
 BENCHMARK(BM_rowvec_slot)
     ->ArgNames({"isa", "rows", "whole"})
-    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1}})
+    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_pack_panel)
     ->ArgNames({"isa", "pad", "experts"})

@@ -105,6 +105,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   // 1Ah) only.
   const unsigned amd_family = runtime::cpu_features().amd_family;
   const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
+  const bool narrow_skips_share = amd_family >= 0x1au;
   const LastPanelCalls tail_calls = last_panel_calls(k, count);
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
@@ -206,6 +207,18 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // 1.05x with two, against an A/A noise of 0.99-1.02x); other CPUs
         // were not measured.
         const bool shares_to_l1 = shares_to_l1_ok && stage && dtype == DType::kF32 && shares <= 2;
+        // On a Zen 5 a narrow first call (the slot's short last panel) makes
+        // no requests where another call before the last can: the other
+        // calls share them. Its few, latency-bound FMAs hid them worse
+        // than a full panel's (BM_rowvec_slot, 137 rows, three alternating
+        // runs: whole slot / kernel calls alone 1.26-1.31x with them,
+        // 1.09-1.22x without). Measured fused, two builds alternating call
+        // by call: experts of exactly 137 rows (a 9-row tail) 0.957-0.976x
+        // the time in six runs of seven (1.005x in the other; A/A runs
+        // 0.988-1.020x), zmoe 0.990-1.001x, with two threads 0.989x,
+        // fine-grained 0.967x and 1.006x, with two threads 0.986x,
+        // fine-grained bf16 0.964x and 0.989x, zmoe bf16 0.999x.
+        const size_t skip = narrow_skips_share && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
         for (size_t call = 0; call < panels; ++call) {
           // The slot's last panel, which may be short, runs first, so that
           // the block's last call, which copies the next strip between its
@@ -220,8 +233,9 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
           const bool final_call = call == panels - 1;
           kernels::NextStrip share = next;
           if (!final_call) {
-            share.begin = next.end * call / shares;
-            share.end = next.end * (call + 1) / shares;
+            const size_t at = call < skip ? 0 : call - skip, of = shares - skip;
+            share.begin = call < skip ? 0 : next.end * at / of;
+            share.end = call < skip ? 0 : next.end * (at + 1) / of;
             share.to_l2 = !shares_to_l1;
           }
           const float* panel = panel_at(ps, pc, ir);

@@ -101,11 +101,10 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   size_t cur = 0;
   bool staged = false;  // strip[cur] already holds the block's strip
   const bool can_stage = k.raw_strip[dt] && panels > 1;
-  // The share requests into L1 below were measured on a Zen 5 (family
-  // 1Ah) only.
-  const unsigned amd_family = runtime::cpu_features().amd_family;
-  const bool shares_to_l1_ok = amd_family >= 0x1au && k.panel == 32;
-  const bool narrow_skips_share = amd_family >= 0x1au;
+  // The share requests into L1 and the narrow call without a share, below,
+  // were measured on a Zen 5 (family 1Ah) only.
+  const bool zen5_or_later = runtime::cpu_features().amd_family >= 0x1au;
+  const bool shares_to_l1_ok = zen5_or_later && k.panel == 32;
   const LastPanelCalls tail_calls = last_panel_calls(k, count);
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
@@ -218,7 +217,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // 0.988-1.020x), zmoe 0.990-1.001x, with two threads 0.989x,
         // fine-grained 0.967x and 1.006x, with two threads 0.986x,
         // fine-grained bf16 0.964x and 0.989x, zmoe bf16 0.999x.
-        const size_t skip = narrow_skips_share && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
+        const size_t skip = zen5_or_later && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
         for (size_t call = 0; call < panels; ++call) {
           // The slot's last panel, which may be short, runs first, so that
           // the block's last call, which copies the next strip between its
@@ -233,9 +232,9 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
           const bool final_call = call == panels - 1;
           kernels::NextStrip share = next;
           if (!final_call) {
-            const size_t at = call < skip ? 0 : call - skip, of = shares - skip;
-            share.begin = call < skip ? 0 : next.end * at / of;
-            share.end = call < skip ? 0 : next.end * (at + 1) / of;
+            const size_t of = shares - skip;
+            share.begin = call < skip ? 0 : next.end * (call - skip) / of;
+            share.end = call < skip ? 0 : next.end * (call - skip + 1) / of;
             share.to_l2 = !shares_to_l1;
           }
           const float* panel = panel_at(ps, pc, ir);

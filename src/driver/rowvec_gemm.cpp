@@ -192,7 +192,8 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         }
         const size_t shares = stage ? panels - 1 : panels;
         // On a Zen 5, staged f32 strips whose requests fit in one or two
-        // calls (slots of 33-96 rows) are requested into L1 instead: the
+        // calls (slots of 33-96 rows, and of 97-108, whose narrow first call
+        // makes none: see below) are requested into L1 instead: the
         // copy follows a call or two later, and the L2 requests were not
         // served in time (perf, fine-grained: a third of the main kernel's
         // samples on the copy's loads, and its L2 requests stalling).
@@ -205,7 +206,6 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // 1.035x), nor on a Zen 4 (fine-grained 1.04x with one thread and
         // 1.05x with two, against an A/A noise of 0.99-1.02x); other CPUs
         // were not measured.
-        const bool shares_to_l1 = shares_to_l1_ok && stage && dtype == DType::kF32 && shares <= 2;
         // On a Zen 5 a narrow first call (the slot's short last panel) makes
         // no requests where another call before the last can: the other
         // calls share them. Its few, latency-bound FMAs hid them worse
@@ -218,6 +218,12 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // fine-grained 0.967x and 1.006x, with two threads 0.986x,
         // fine-grained bf16 0.964x and 0.989x, zmoe bf16 0.999x.
         const size_t skip = zen5_or_later && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
+        // Counting the narrow call out of the L1 rule's calls, against
+        // counting it in, two builds alternating call by call, experts of
+        // exactly 100 and 104 rows: K 7168, N 2048 0.972-0.993x the time with
+        // one thread, 0.956-0.983x with two; K 2048, N 768 0.975-1.005x, with
+        // two threads 0.964x (A/A runs 0.997-1.013x); zmoe 1.006x.
+        const bool shares_to_l1 = shares_to_l1_ok && stage && dtype == DType::kF32 && shares - skip <= 2;
         for (size_t call = 0; call < panels; ++call) {
           // The slot's last panel, which may be short, runs first, so that
           // the block's last call, which copies the next strip between its

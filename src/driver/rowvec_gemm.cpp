@@ -106,6 +106,18 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   const bool zen5_or_later = runtime::cpu_features().amd_family >= 0x1au;
   const bool shares_to_l1_ok = zen5_or_later && k.panel == 32;
   const LastPanelCalls tail_calls = last_panel_calls(k, count);
+  // On a Zen 5 a narrow first call (the slot's short last panel) makes
+  // no requests where another call before the last can: the other
+  // calls share them. Its few, latency-bound FMAs hid them worse
+  // than a full panel's (BM_rowvec_slot, 137 rows, three alternating
+  // runs: whole slot / kernel calls alone 1.26-1.31x with them,
+  // 1.09-1.22x without). Measured fused, two builds alternating call
+  // by call: experts of exactly 137 rows (a 9-row tail) 0.957-0.976x
+  // the time in six runs of seven (1.005x in the other; A/A runs
+  // 0.988-1.020x), zmoe 0.990-1.001x, with two threads 0.989x,
+  // fine-grained 0.967x and 1.006x, with two threads 0.986x,
+  // fine-grained bf16 0.964x and 0.989x, zmoe bf16 0.999x.
+  const size_t skip = zen5_or_later && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
   for (size_t ps = 0; ps < total; ps += pack_span) {
     const size_t pe = std::min(total, ps + pack_span);
     // Panels of the slot's rows for the whole span; they stay in L2 while
@@ -193,7 +205,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         const size_t shares = stage ? panels - 1 : panels;
         // On a Zen 5, staged f32 strips whose requests fit in one or two
         // calls (slots of 33-96 rows, and of 97-108, whose narrow first call
-        // makes none: see below) are requested into L1 instead: the
+        // makes none: see above) are requested into L1 instead: the
         // copy follows a call or two later, and the L2 requests were not
         // served in time (perf, fine-grained: a third of the main kernel's
         // samples on the copy's loads, and its L2 requests stalling).
@@ -206,18 +218,6 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
         // 1.035x), nor on a Zen 4 (fine-grained 1.04x with one thread and
         // 1.05x with two, against an A/A noise of 0.99-1.02x); other CPUs
         // were not measured.
-        // On a Zen 5 a narrow first call (the slot's short last panel) makes
-        // no requests where another call before the last can: the other
-        // calls share them. Its few, latency-bound FMAs hid them worse
-        // than a full panel's (BM_rowvec_slot, 137 rows, three alternating
-        // runs: whole slot / kernel calls alone 1.26-1.31x with them,
-        // 1.09-1.22x without). Measured fused, two builds alternating call
-        // by call: experts of exactly 137 rows (a 9-row tail) 0.957-0.976x
-        // the time in six runs of seven (1.005x in the other; A/A runs
-        // 0.988-1.020x), zmoe 0.990-1.001x, with two threads 0.989x,
-        // fine-grained 0.967x and 1.006x, with two threads 0.986x,
-        // fine-grained bf16 0.964x and 0.989x, zmoe bf16 0.999x.
-        const size_t skip = zen5_or_later && tail_calls.main == 0 && tail_calls.narrow > 0 && panels > 2 ? 1 : 0;
         // Counting the narrow call out of the L1 rule's calls, against
         // counting it in, two builds alternating call by call, experts of
         // exactly 100 and 104 rows: K 7168, N 2048 0.972-0.993x the time with

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "atomic_file.h"
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_runner.h"
@@ -48,6 +49,10 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     std::fflush(stdout);
     return cli::kExitOk;
   }
+  // Created now, so a path that cannot be written fails before minutes of
+  // timing, not after them.
+  std::optional<cli::AtomicFile> json_file;
+  if (options.json_file) json_file.emplace(*options.json_file);
   const int64_t cpus = runtime::usable_cpus();
   if (options.threads.empty()) options.threads = default_threads(cpus);
   const std::optional<std::string> threads_note = oversubscription_note(options.threads, cpus);
@@ -95,20 +100,25 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   }
   progress->clear();
 
-  if (options.json) {
-    std::vector<Row> rows = machine.fma_peak;
-    std::vector<std::string> notes;  // each once, on stderr
-    for (const ShapeReport& report : reports) {
-      rows.insert(rows.end(), report.rows.begin(), report.rows.end());
-      for (const std::string& n : report.notes) {
-        if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
-      }
+  std::vector<Row> rows = machine.fma_peak;
+  std::vector<std::string> notes;  // each once
+  for (const ShapeReport& report : reports) {
+    rows.insert(rows.end(), report.rows.begin(), report.rows.end());
+    for (const std::string& n : report.notes) {
+      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     }
+  }
+  if (options.json) {
     for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
     print_json(stdout, rows);
   } else {
     print_header(stdout, machine);
     for (const ShapeReport& report : reports) print_table(stdout, report, machine);
+  }
+  if (json_file) {
+    const std::string text = json_text(rows);
+    json_file->write(text.data(), text.size());
+    json_file->commit();
   }
   return cli::kExitOk;
 }

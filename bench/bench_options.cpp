@@ -22,7 +22,7 @@ namespace moegrad::bench {
 
 const char kBenchHelp[] =
     "Usage: moegrad bench [--shape NAME|batch,top_k,G,K,N]... [--dtype f32|f16|bf16]...\n"
-    "                     [--threads N] [--reps R] [--max-memory GIB] [--json]\n"
+    "                     [--threads N] [--reps R] [--max-memory GIB] [--json] [--json-file PATH]\n"
     "\n"
     "Measures, side by side in one run, for each shape, dtype and thread count:\n"
     "  fused            moegrad_grad_x (exact mode; time of the run phase only)\n"
@@ -75,6 +75,10 @@ const char kBenchHelp[] =
     "                  \"workspace_bytes\", \"peak_rss_bytes\"}\n"
     "                 null where a field does not apply or was not measured; fma-peak\n"
     "                 rows carry only threads and gflops\n"
+    "  --json-file P  also write that JSON array to the file P, whatever stdout shows, so\n"
+    "                 the tables and the array come from one run. P is checked before\n"
+    "                 any timing; the array is written to a temp file beside it and\n"
+    "                 renamed to P when the run ends, so P is never left half written\n"
     "\n"
     "workspace_bytes: fused, what get_workspace_size reports; nonfused, 4*M*K (d_expanded_x)\n"
     "plus its workspace; oneDNN, 4*M*K plus its scratchpad. The tables show it beside 4*M*K.\n"
@@ -254,7 +258,7 @@ Options parse_options(std::span<char* const> args) {
       continue;
     }
     if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps" &&
-        name != "--max-memory") {
+        name != "--max-memory" && name != "--json-file") {
       usage("unknown flag '" + std::string(name) + "'");
     }
     std::string_view value;
@@ -290,6 +294,9 @@ Options parse_options(std::span<char* const> args) {
         usage("--max-memory '" + std::string(value) + "' is not a number of GiB in (0, " +
               std::to_string(static_cast<int64_t>(kMaxMemoryGib)) + "]");
       }
+    } else if (name == "--json-file") {
+      if (o.json_file) usage("--json-file given twice");
+      o.json_file = std::string(value);
     } else if (name == "--shape") {
       add_shapes(value, &o.shapes);
     } else {

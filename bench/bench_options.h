@@ -24,6 +24,7 @@ struct ShapeSpec {
 struct Options {
   bool help = false;
   bool json = false;
+  std::optional<std::string> json_file;      // --json-file: the JSON array also goes there
   std::vector<ShapeSpec> shapes;             // default: the three issue-3 shapes
   std::vector<cli::FloatFormat> dtypes;      // default: f32, f16, bf16
   std::vector<int> threads;                  // default: 1 and the online CPUs (deduplicated)

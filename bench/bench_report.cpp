@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -171,6 +174,19 @@ void print_json(std::FILE* out, const std::vector<Row>& rows) {
   }
   std::fputs(rows.empty() ? "]\n" : "\n]\n", out);
   std::fflush(out);
+}
+
+std::string json_text(const std::vector<Row>& rows) {
+  char* buf = nullptr;
+  size_t size = 0;
+  std::FILE* mem = open_memstream(&buf, &size);
+  if (mem == nullptr) throw std::runtime_error("cannot hold the JSON text in memory");
+  print_json(mem, rows);
+  const bool ok = std::fclose(mem) == 0;
+  std::string text = ok ? std::string(buf, size) : std::string();
+  std::free(buf);
+  if (!ok) throw std::runtime_error("cannot hold the JSON text in memory");
+  return text;
 }
 
 }  // namespace moegrad::bench

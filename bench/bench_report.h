@@ -45,5 +45,7 @@ struct MachineInfo {
 void print_header(std::FILE* out, const MachineInfo& machine);
 void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine);
 void print_json(std::FILE* out, const std::vector<Row>& rows);
+// What print_json writes, as text (for --json-file).
+std::string json_text(const std::vector<Row>& rows);
 
 }  // namespace moegrad::bench

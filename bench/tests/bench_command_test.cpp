@@ -1,5 +1,6 @@
-// `moegrad bench` end to end on a tiny shape: the --json output is one JSON
-// array whose objects carry exactly the issue-3 keys and the expected paths;
+// `moegrad bench` end to end on a tiny shape: the --json output (and the
+// --json-file one) is one JSON array whose objects carry exactly the issue-3
+// keys and the expected paths;
 // bad arguments exit 2 with one "moegrad: error:" line. Timings are never
 // asserted.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -287,6 +289,101 @@ TEST(BenchCommand, JsonRowsHaveTheIssueSchema) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;  // every cross-check passed
 }
 
+// The rows of the human tables: dtype, mode, threads, path and median (ms).
+struct TableRow {
+  std::string dtype, mode, path;
+  long threads = 0;
+  double ms = 0;
+};
+
+std::vector<TableRow> table_rows(const std::string& out) {
+  std::vector<TableRow> rows;
+  std::istringstream lines(out);
+  for (std::string l; std::getline(lines, l);) {
+    std::istringstream in(l);
+    TableRow r;
+    if (in >> r.dtype >> r.mode >> r.threads >> r.path >> r.ms) rows.push_back(r);
+  }
+  return rows;
+}
+
+// A directory of its own, removed with what the test left in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char tmpl[] = "/tmp/moegrad_bench_test_XXXXXX";
+    if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
+  }
+  ~ScratchDir() {
+    if (path_.empty()) return;
+    for (const std::string& f : {std::string("run.json"), std::string("old.json")}) ::unlink((path_ + "/" + f).c_str());
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::optional<std::string> read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return std::nullopt;
+  std::string text = read_all(f);
+  std::fclose(f);
+  return text;
+}
+
+// --json-file writes the run's JSON array beside the tables on stdout: each
+// row's median there is the one in the table (printed to 3 decimals), so both
+// come from one run; with --json as well, the file holds stdout's bytes.
+TEST(BenchCommand, JsonFileHoldsTheSameRunAsTheTable) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string file = dir.path() + "/run.json";
+  const Captured c =
+      run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json-file", file});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("64,2,4,64,32: batch 64"), std::string::npos) << c.out;
+  const std::optional<std::string> text = read_file(file);
+  ASSERT_TRUE(text.has_value());
+  const std::vector<const JsonObject*> rows = parse_rows(*text);
+  std::map<std::string, double> table_ms;  // path -> median, from the table's f32 rows
+  for (const TableRow& r : table_rows(c.out)) {
+    if (r.dtype == "f32") table_ms[r.path] = r.ms;
+  }
+  std::set<std::string> seen;
+  for (const JsonObject* r : rows) {
+    const std::string path = r->at("path").string();
+    if (path == "fma-peak" || r->at("ms").is_null()) continue;
+    ASSERT_TRUE(table_ms.count(path)) << path << "\n" << c.out;
+    EXPECT_NEAR(r->at("ms").number(), table_ms.at(path), 0.0005 + 1e-9) << path;
+    seen.insert(path);
+  }
+  EXPECT_TRUE(seen.count("fused") && seen.count("nonfused")) << *text;
+
+  const std::string again = dir.path() + "/old.json";
+  const Captured j = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json",
+                                "--json-file=" + again});
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_EQ(read_file(again), std::optional<std::string>(j.out));
+}
+
+// A --json-file that cannot be written fails at once (exit 1, one error line,
+// nothing on stdout), before any timing, and leaves no file behind.
+TEST(BenchCommand, UnwritableJsonFileFailsFirst) {
+  ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  for (const std::string& file : {dir.path() + "/missing/run.json", dir.path()}) {
+    const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--json-file", file});
+    EXPECT_EQ(c.status, 1) << file;
+    EXPECT_TRUE(c.out.empty()) << c.out;
+    EXPECT_EQ(c.err.rfind("moegrad: error: bench: " + file + ": ", 0), 0u) << c.err;
+    EXPECT_EQ(c.err.find('\n'), c.err.size() - 1) << c.err;
+    EXPECT_EQ(c.err.find("fma-peak"), std::string::npos) << c.err;  // no progress: nothing ran
+  }
+  EXPECT_FALSE(read_file(dir.path() + "/missing/run.json").has_value());
+}
+
 TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
   const Captured c = run_bench({"--shape=64,2,4,64,32", "--dtype=bf16,f16", "--threads=1", "--reps=1", "--json"});
   ASSERT_EQ(c.status, 0) << c.err;
@@ -520,14 +617,8 @@ TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
   std::map<long, double> fused_ms;  // threads -> median, from the table rows
-  std::istringstream lines(c.out);
-  for (std::string l; std::getline(lines, l);) {
-    std::istringstream row(l);
-    std::string dtype, mode, path;
-    long threads = 0;
-    double ms = 0;
-    if (row >> dtype >> mode >> threads >> path >> ms && dtype == "f32" && mode == "exact" && path == "fused")
-      fused_ms[threads] = ms;
+  for (const TableRow& r : table_rows(c.out)) {
+    if (r.dtype == "f32" && r.mode == "exact" && r.path == "fused") fused_ms[r.threads] = r.ms;
   }
   ASSERT_EQ(fused_ms.size(), 2u) << c.out;
   const std::string want = "  speedup   f32 exact, " + std::to_string(allowed) + " threads vs 1: fused ";
@@ -578,6 +669,10 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
       {"--max-memory", "2GB"},
       {"--max-memory", "2000000"},  // above 1 PiB
       {"--max-memory", "1", "--max-memory", "2"},
+      {"--json-file"},
+      {"--json-file="},
+      {"--json-file", "--json"},
+      {"--json-file", "a.json", "--json-file", "b.json"},
   };
   for (const auto& args : cases) {
     const Captured c = run_bench(args);

@@ -101,14 +101,14 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   progress->clear();
 
   std::vector<Row> rows = machine.fma_peak;
-  std::vector<std::string> notes;  // each once
-  for (const ShapeReport& report : reports) {
-    rows.insert(rows.end(), report.rows.begin(), report.rows.end());
-    for (const std::string& n : report.notes) {
-      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
-    }
-  }
+  for (const ShapeReport& report : reports) rows.insert(rows.end(), report.rows.begin(), report.rows.end());
   if (options.json) {
+    std::vector<std::string> notes;  // each once, on stderr (the tables print their own)
+    for (const ShapeReport& report : reports) {
+      for (const std::string& n : report.notes) {
+        if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+      }
+    }
     for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
     print_json(stdout, rows);
   } else {

@@ -182,10 +182,10 @@ std::string json_text(const std::vector<Row>& rows) {
   std::FILE* mem = open_memstream(&buf, &size);
   if (mem == nullptr) throw std::runtime_error("cannot hold the JSON text in memory");
   print_json(mem, rows);
-  const bool ok = std::fclose(mem) == 0;
-  std::string text = ok ? std::string(buf, size) : std::string();
+  const bool closed = std::fclose(mem) == 0;  // buf and size are final only now
+  const std::string text = closed ? std::string(buf, size) : std::string();
   std::free(buf);
-  if (!ok) throw std::runtime_error("cannot hold the JSON text in memory");
+  if (!closed) throw std::runtime_error("cannot hold the JSON text in memory");
   return text;
 }
 

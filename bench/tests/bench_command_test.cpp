@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "cpu_affinity.h"
 #include "runtime/cgroup_cpu_limit.h"
 #include "bench_runner.h"
+#include "scratch_dir.h"
 
 namespace {
 
@@ -307,46 +307,19 @@ std::vector<TableRow> table_rows(const std::string& out) {
   return rows;
 }
 
-// A directory of its own, removed with what the test left in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    char tmpl[] = "/tmp/moegrad_bench_test_XXXXXX";
-    if (::mkdtemp(tmpl) != nullptr) path_ = tmpl;
-  }
-  ~ScratchDir() {
-    if (path_.empty()) return;
-    for (const std::string& f : {std::string("run.json"), std::string("old.json")}) ::unlink((path_ + "/" + f).c_str());
-    ::rmdir(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-std::optional<std::string> read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return std::nullopt;
-  std::string text = read_all(f);
-  std::fclose(f);
-  return text;
-}
-
 // --json-file writes the run's JSON array beside the tables on stdout: each
 // row's median there is the one in the table (printed to 3 decimals), so both
 // come from one run; with --json as well, the file holds stdout's bytes.
 TEST(BenchCommand, JsonFileHoldsTheSameRunAsTheTable) {
-  ScratchDir dir;
+  const moegrad::test::ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
-  const std::string file = dir.path() + "/run.json";
-  const Captured c =
-      run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json-file", file});
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1",
+                                "--json-file", (dir.path() / "run.json").string()});
   ASSERT_EQ(c.status, 0) << c.err;
   EXPECT_NE(c.out.find("64,2,4,64,32: batch 64"), std::string::npos) << c.out;
-  const std::optional<std::string> text = read_file(file);
-  ASSERT_TRUE(text.has_value());
-  const std::vector<const JsonObject*> rows = parse_rows(*text);
+  ASSERT_EQ(dir.listing(), std::set<std::string>{"run.json"});  // and no temp file
+  const std::string text = dir.read("run.json");
+  const std::vector<const JsonObject*> rows = parse_rows(text);
   std::map<std::string, double> table_ms;  // path -> median, from the table's f32 rows
   for (const TableRow& r : table_rows(c.out)) {
     if (r.dtype == "f32") table_ms[r.path] = r.ms;
@@ -359,29 +332,28 @@ TEST(BenchCommand, JsonFileHoldsTheSameRunAsTheTable) {
     EXPECT_NEAR(r->at("ms").number(), table_ms.at(path), 0.0005 + 1e-9) << path;
     seen.insert(path);
   }
-  EXPECT_TRUE(seen.count("fused") && seen.count("nonfused")) << *text;
+  EXPECT_TRUE(seen.count("fused") && seen.count("nonfused")) << text;
 
-  const std::string again = dir.path() + "/old.json";
   const Captured j = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--threads", "1", "--reps", "1", "--json",
-                                "--json-file=" + again});
+                                "--json-file=" + (dir.path() / "both.json").string()});
   ASSERT_EQ(j.status, 0) << j.err;
-  EXPECT_EQ(read_file(again), std::optional<std::string>(j.out));
+  EXPECT_EQ(dir.read("both.json"), j.out);
 }
 
 // A --json-file that cannot be written fails at once (exit 1, one error line,
 // nothing on stdout), before any timing, and leaves no file behind.
 TEST(BenchCommand, UnwritableJsonFileFailsFirst) {
-  ScratchDir dir;
+  const moegrad::test::ScratchDir dir;
   ASSERT_FALSE(dir.path().empty());
-  for (const std::string& file : {dir.path() + "/missing/run.json", dir.path()}) {
+  for (const std::string& file : {(dir.path() / "missing" / "run.json").string(), dir.path().string()}) {
     const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--json-file", file});
     EXPECT_EQ(c.status, 1) << file;
     EXPECT_TRUE(c.out.empty()) << c.out;
     EXPECT_EQ(c.err.rfind("moegrad: error: bench: " + file + ": ", 0), 0u) << c.err;
     EXPECT_EQ(c.err.find('\n'), c.err.size() - 1) << c.err;
     EXPECT_EQ(c.err.find("fma-peak"), std::string::npos) << c.err;  // no progress: nothing ran
+    EXPECT_TRUE(dir.listing().empty()) << file;
   }
-  EXPECT_FALSE(read_file(dir.path() + "/missing/run.json").has_value());
 }
 
 TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {

@@ -133,30 +133,16 @@ RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& op
 }
 
 void CliTest::SetUp() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "moegrad_cli_test_XXXXXX").string();
-  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-  dir_ = tmpl;
+  scratch_.emplace();
+  ASSERT_FALSE(dir().empty()) << "no scratch directory";
 }
 
-void CliTest::TearDown() {
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-}
+void CliTest::TearDown() { scratch_.reset(); }
 
 void CliTest::write_file(const std::string& name, const std::string& bytes) const {
-  std::ofstream out(dir_ / name, std::ios::binary);
+  std::ofstream out(dir() / name, std::ios::binary);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(out.good()) << name;
-}
-
-std::string CliTest::read_file(const std::string& name) const { return slurp(dir_ / name); }
-
-std::set<std::string> CliTest::listing() const {
-  std::set<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_)) {
-    names.insert(entry.path().filename().string());
-  }
-  return names;
 }
 
 void CliTest::expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle,

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "scratch_dir.h"
+
 namespace moegrad::cli_test {
 
 struct RunResult {
@@ -67,10 +69,11 @@ class CliTest : public ::testing::Test {
   void SetUp() override;
   void TearDown() override;
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  const std::filesystem::path& dir() const { return scratch_->path(); }
+  std::string path(const std::string& name) const { return (dir() / name).string(); }
   void write_file(const std::string& name, const std::string& bytes) const;
-  std::string read_file(const std::string& name) const;
-  std::set<std::string> listing() const;
+  std::string read_file(const std::string& name) const { return scratch_->read(name); }
+  std::set<std::string> listing() const { return scratch_->listing(); }
 
   // Asserts the error contract: non-zero `exit_code`, exactly one stderr line
   // starting "moegrad: error:" and containing `needle`, and no new file in
@@ -78,7 +81,7 @@ class CliTest : public ::testing::Test {
   void expect_error(const std::vector<std::string>& args, int exit_code, const std::string& needle,
                     const RunOptions& options = {});
 
-  std::filesystem::path dir_;
+  std::optional<test::ScratchDir> scratch_;
 };
 
 }  // namespace moegrad::cli_test

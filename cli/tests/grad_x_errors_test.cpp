@@ -76,7 +76,7 @@ TEST_F(GradXErrorTest, MissingAndNonNpyFiles) {
   expect_error(with("--grad-y", path("text.npy")), kData, "not a .npy file");
   write_file("empty.npy", "");
   expect_error(with("--grad-y", path("empty.npy")), kData, "not a .npy file");
-  expect_error(with("--grad-y", dir_.string()), kData, "not a regular file");
+  expect_error(with("--grad-y", dir().string()), kData, "not a regular file");
 }
 
 TEST_F(GradXErrorTest, MalformedNpy) {
@@ -133,7 +133,7 @@ TEST_F(GradXErrorTest, MalformedNpy) {
     write_file("bad.npy", c.bytes);
     expect_error(with("--grad-y", path("bad.npy")), kData, "--grad-y: " + path("bad.npy") + ": ");
     expect_error(with("--grad-y", path("bad.npy")), kData, c.needle);
-    std::filesystem::remove(dir_ / "bad.npy");
+    std::filesystem::remove(dir() / "bad.npy");
   }
 }
 
@@ -242,13 +242,13 @@ TEST_F(GradXErrorTest, CorruptHeadersNeverCrash) {
       EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;
       EXPECT_EQ(listing(), before);
     }
-    std::filesystem::remove(dir_ / "dx.npy");
+    std::filesystem::remove(dir() / "dx.npy");
   }
 }
 
 TEST_F(GradXErrorTest, UnwritableOutput) {
   expect_error(with("--out", path("no/such/dir/dx.npy")), kData, "cannot create a file in");
-  expect_error(with("--out", dir_.string()), kData, "is a directory");
+  expect_error(with("--out", dir().string()), kData, "is a directory");
 }
 
 TEST_F(GradXErrorTest, FailureKeepsAnExistingOutput) {

@@ -57,10 +57,10 @@ TEST_F(OutputPathTest, ASymlinkStaysAndItsFileIsReplacedWithItsPermissions) {
   const std::string want = plain_output();
   write_file("target.npy", "old");
   ASSERT_EQ(chmod(path("target.npy").c_str(), 0600), 0);
-  std::filesystem::create_symlink("target.npy", dir_ / "link.npy");
+  std::filesystem::create_symlink("target.npy", dir() / "link.npy");
   const RunResult r = run_moegrad(args(p_, e_, path("link.npy")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_TRUE(std::filesystem::is_symlink(dir_ / "link.npy"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir() / "link.npy"));
   EXPECT_EQ(read_file("target.npy"), want);
   struct stat st {};
   ASSERT_EQ(stat(path("target.npy").c_str(), &st), 0);
@@ -70,7 +70,7 @@ TEST_F(OutputPathTest, ASymlinkStaysAndItsFileIsReplacedWithItsPermissions) {
 }
 
 TEST_F(OutputPathTest, ASymlinkToNothingIsRefused) {
-  std::filesystem::create_symlink("missing.npy", dir_ / "dangling.npy");
+  std::filesystem::create_symlink("missing.npy", dir() / "dangling.npy");
   expect_error(args(p_, e_, path("dangling.npy")), 1, "a symbolic link to a file that does not exist");
 }
 
@@ -162,9 +162,9 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
   if (geteuid() == 0) {
     const passwd* nobody = getpwnam("nobody");
     as.user = {nobody != nullptr ? nobody->pw_uid : 65534, nobody != nullptr ? nobody->pw_gid : 65534};
-    for (const auto& entry : std::filesystem::directory_iterator(dir_))
+    for (const auto& entry : std::filesystem::directory_iterator(dir()))
       ASSERT_EQ(chown(entry.path().c_str(), as.user->first, as.user->second), 0);
-    ASSERT_EQ(chown(dir_.c_str(), as.user->first, as.user->second), 0);
+    ASSERT_EQ(chown(dir().c_str(), as.user->first, as.user->second), 0);
   }
   const RunResult control = run_moegrad(args(p_, e_, path("new.npy")), as);
   ASSERT_EQ(control.exit_code, 0) << "this user cannot write here at all: " << control.err;
@@ -179,7 +179,7 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
 // temp file's suffix.
 TEST_F(OutputPathTest, ANameAsLongAsTheFileSystemAllowsIsWritten) {
   const std::string want = plain_output();
-  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  const long name_max = pathconf(dir().c_str(), _PC_NAME_MAX);
   ASSERT_GT(name_max, 4);
   const std::string name = std::string(static_cast<std::size_t>(name_max) - 4, 'a') + ".npy";
   const RunResult r = run_moegrad(args(p_, e_, path(name)));
@@ -192,12 +192,12 @@ TEST_F(OutputPathTest, ANameAsLongAsTheFileSystemAllowsIsWritten) {
 // (the temp file's name is shortened to fit, so only the final rename would
 // find out), leaving nothing behind.
 TEST_F(OutputPathTest, ANameLongerThanTheFileSystemAllowsIsRefusedFirst) {
-  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  const long name_max = pathconf(dir().c_str(), _PC_NAME_MAX);
   ASSERT_GT(name_max, 4);
   const std::string name = std::string(static_cast<std::size_t>(name_max) - 3, 'a') + ".npy";
   expect_error(args(p_, e_, path(name)), 1,
                path(name) + ": the file name is " + std::to_string(name_max + 1) + " bytes, more than the " +
-                   std::to_string(name_max) + " that " + dir_.string() + " allows");
+                   std::to_string(name_max) + " that " + dir().string() + " allows");
   EXPECT_EQ(listing(), (std::set<std::string>{"gy.npy", "w.npy", "idx.npy", "gl.npy"}));
 }
 
@@ -280,7 +280,7 @@ TEST_F(InterruptTest, SigtermLeavesNoTempFile) {
 // A name too long to take the temp suffix gets a shortened temp name, which
 // the signal handler still removes.
 TEST_F(InterruptTest, SigtermLeavesNoTempFileForALongOutputName) {
-  const long name_max = pathconf(dir_.c_str(), _PC_NAME_MAX);
+  const long name_max = pathconf(dir().c_str(), _PC_NAME_MAX);
   ASSERT_GT(name_max, 4);
   Running run(slow_args(std::string(static_cast<std::size_t>(name_max) - 4, 'a') + ".npy"));
   ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
@@ -294,7 +294,7 @@ TEST_F(InterruptTest, AnInputTruncatedWhileReadIsOneErrorLine) {
   Running run(slow_args());
   ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before the input could be truncated";
   std::this_thread::sleep_for(300ms);  // the inputs are mapped by now, the GEMM is running
-  std::filesystem::resize_file(dir_ / "gy.npy", 4096);
+  std::filesystem::resize_file(dir() / "gy.npy", 4096);
   const RunResult r = run.wait();
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(r.err.starts_with("moegrad: error: ")) << r.err;

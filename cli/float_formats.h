@@ -1,12 +1,17 @@
 // The three element formats `moegrad run` generates, and the CLI's own exact
-// conversions. They are deliberately independent of the library's widening
-// code so that the float64 reference does not share a bug with what it checks.
+// conversions. The ones that read an element back (bf16 and f16 to f32) are
+// written here from the formats' definitions, independent of the library's
+// widening code, so that the float64 reference does not share a bug with what
+// it checks; rounding f32 into f16 only makes inputs, whose bits the reference
+// then reads, so it may use the library's.
 #pragma once
 
 #include <dlpack/dlpack.h>
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -63,6 +68,19 @@ inline float bf16_bits_to_f32(uint16_t h) {
   return std::bit_cast<float>(static_cast<uint32_t>(h) << 16);
 }
 
-inline float f16_bits_to_f32(uint16_t h) { return moegrad::f16_to_f32(h); }
+// IEEE binary16: sign, 5 exponent bits (bias 15), 10 fraction bits. Every
+// f16 value is exact in f32; subnormals are fraction * 2^-24.
+inline float f16_bits_to_f32(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f, fraction = h & 0x3ff;
+  float magnitude = 0;
+  if (exponent == 0x1f) {
+    magnitude = fraction == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+  } else if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(fraction), -24);
+  } else {
+    magnitude = std::ldexp(static_cast<float>(1024 + fraction), exponent - 25);
+  }
+  return (h & 0x8000) != 0 ? -magnitude : magnitude;
+}
 
 }  // namespace moegrad::cli

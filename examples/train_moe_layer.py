@@ -3,11 +3,14 @@
 
     PYTHONPATH=build/python /usr/bin/python3 examples/train_moe_layer.py [--steps 20] [--dtype bfloat16]
 
-The layer: a router (nn.Linear + softmax + top-k) picks top_k experts per
+The layer: a stem (nn.Linear, standing for the layers below it) makes the
+activations; a router (nn.Linear + softmax + top-k) picks top_k experts per
 token; moegrad.torch.MoEExperts runs the experts (moe_init_routing +
 grouped_matmul forward; fused grad-x + weight grad backward); moe_combine
-weights and sums the expert outputs per token. The target is a fixed random
-teacher of the same shape, so the loss goes down.
+weights and sums the expert outputs per token. The experts' input is the
+stem's output, so backward needs its gradient: that is the fused grad-x,
+which reaches the stem's weights. The target is a fixed random teacher of
+the same shape, so the loss goes down.
 """
 
 import argparse
@@ -22,14 +25,24 @@ class TinyMoE(torch.nn.Module):
     def __init__(self, hidden, ffn, experts, top_k, dtype, context):
         super().__init__()
         self.top_k = top_k
+        self.stem = torch.nn.Linear(hidden, hidden, dtype=torch.float32)
         self.router = torch.nn.Linear(hidden, experts, dtype=torch.float32)
         self.experts = mgt.MoEExperts(experts, hidden, ffn, dtype=dtype, context=context)
         self.proj = torch.nn.Linear(ffn, hidden, dtype=torch.float32)
+        self.grad_x = None  # the last backward's gradient of the experts' input
+
+    def record_grad_x(self, grad):
+        self.grad_x = grad
 
     def forward(self, x):
+        x = self.stem(x)
         probs = torch.softmax(self.router(x), dim=-1)
         weights, expert_idx = torch.topk(probs, self.top_k, dim=-1)
-        y, row_idx, group_list = self.experts(x.to(self.experts.weight.dtype), expert_idx)
+        # A copy of its own, so the hook sees only the gradient the experts'
+        # backward (moegrad's fused grad-x) gives it, not the router's.
+        expert_in = x.to(self.experts.weight.dtype, copy=True)
+        expert_in.register_hook(self.record_grad_x)
+        y, row_idx, group_list = self.experts(expert_in, expert_idx)
         h = mgt.moe_combine(y.float(), row_idx, x.shape[0], self.top_k, weights)
         return self.proj(torch.relu(h)), y.shape[0], group_list
 
@@ -66,7 +79,13 @@ def main():
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        print(f"step {step:3d}  loss {losses[-1]:.5f}  rows per expert {group_list.tolist()}")
+        grad_x = model.grad_x
+        if grad_x is None or not torch.isfinite(grad_x).all() or not grad_x.any():
+            print(f"step {step}: the experts' backward gave no finite, nonzero grad_x")
+            return 1
+        model.grad_x = None
+        print(f"step {step:3d}  loss {losses[-1]:.5f}  |grad_x| {grad_x.float().norm():.4f}  "
+              f"rows per expert {group_list.tolist()}")
 
     # The non-fused backward would hold d_expanded_x [M, K] (M = expanded rows)
     # in x's dtype; moegrad's fused grad-x never allocates it.

@@ -30,7 +30,11 @@ class MoEExpertsFunction(torch.autograd.Function):
         expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], active_num=active_num,
                                                                capacity=capacity, context=context)
         y = _mg.grouped_matmul(expanded_x, weight, group_list, context=context)
-        ctx.save_for_backward(expanded_x, row_idx, group_list, weight, x)
+        ctx.save_for_backward(expanded_x, row_idx, group_list, weight)
+        # x only as what grad_weight depends on (its values are expanded_x's,
+        # a copy): saved, an in-place change to x after the forward (h += ...)
+        # would make the backward raise though no gradient reads it.
+        ctx.x = x
         ctx.batch, ctx.top_k = int(expert_idx.shape[0]), int(expert_idx.shape[1])
         ctx.x_dtype = x.dtype
         ctx.context = context
@@ -39,7 +43,7 @@ class MoEExpertsFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_y, _grad_row_idx, _grad_group_list):
-        expanded_x, row_idx, group_list, weight, x = ctx.saved_tensors
+        expanded_x, row_idx, group_list, weight = ctx.saved_tensors
         grad_x = grad_weight = None
         with torch.no_grad():
             gy = grad_y.to(weight.dtype)  # a no-op unless autocast/mixed use changed it
@@ -51,7 +55,7 @@ class MoEExpertsFunction(torch.autograd.Function):
                                                              context=ctx.context)
         if torch.is_grad_enabled():  # backward(create_graph=True): a graph through these is wanted
             grad_x = _first_order_only(grad_x, grad_y, weight)  # grad_x is linear in grad_y and weight,
-            grad_weight = _first_order_only(grad_weight, grad_y, x)  # grad_weight in grad_y and x
+            grad_weight = _first_order_only(grad_weight, grad_y, ctx.x)  # grad_weight in grad_y and x
         return grad_x, None, grad_weight, None, None, None
 
 

@@ -368,6 +368,28 @@ def test_differentiating_through_the_backward_raises():
     assert not gx.requires_grad
 
 
+def test_an_input_changed_in_place_after_the_forward_still_has_its_gradients():
+    """Neither gradient reads x's values after the forward (the weight grad
+    reads the routed copy), so a residual added into x in place (h += ...)
+    must not make the backward refuse; the gradients are those of a run
+    without the in-place change."""
+    x, e, w = make_inputs(12, 2, 3, 8, 6, torch.float32)
+    upstream = torch.linspace(-1, 1, 24 * 6).reshape(24, 6)
+
+    def gradients(change_in_place):
+        x_, w_ = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+        h = x_ * 1  # not a leaf: autograd allows changing it in place
+        y, _, _ = mgt.moe_experts(h, e, w_)
+        if change_in_place:
+            h += 1
+        (y * upstream).sum().backward()
+        return x_.grad, w_.grad
+
+    gx, gw = gradients(True)
+    gx_plain, gw_plain = gradients(False)
+    assert torch.equal(gx, gx_plain) and torch.equal(gw, gw_plain)
+
+
 def test_booleans_are_not_integers():
     batch, top_k, G, K, N = 4, 2, 2, 3, 5
     gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)

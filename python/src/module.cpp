@@ -72,8 +72,9 @@ int32_t thread_count(const py::handle value) {
 class Context {
  public:
   // num_threads 0 and isa "auto" keep what the new context took from the
-  // environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA). Setting AUTO would pick
-  // the best path instead, overriding MOEGRAD_ISA.
+  // environment (MOEGRAD_NUM_THREADS, MOEGRAD_ISA). Setting AUTO later picks
+  // the best path instead, overriding MOEGRAD_ISA (the C API's AUTO), which
+  // a copy records as kBestIsa so that it does the same.
   Context(int32_t num_threads, const std::string& isa, bool fast_bf16) {
     moegrad_context* raw = nullptr;
     check(moegrad_context_create(&raw));
@@ -96,7 +97,7 @@ class Context {
     for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
       if (name == moegrad_isa_name(isa)) {
         check(moegrad_context_set_isa(ctx_.get(), isa));
-        requested_isa_ = name;
+        requested_isa_ = isa == MOEGRAD_ISA_AUTO ? kBestIsa : name;
         return;
       }
     }
@@ -117,11 +118,17 @@ class Context {
   py::tuple state() const { return py::make_tuple(requested_threads_, requested_isa_, fast_bf16()); }
   static Context from_state(const py::tuple& t) {
     if (t.size() != 3) throw std::runtime_error("moegrad.Context: unexpected pickled state");
-    return Context(t[0].cast<int32_t>(), t[1].cast<std::string>(), t[2].cast<bool>());
+    const auto isa = t[1].cast<std::string>();
+    Context c(t[0].cast<int32_t>(), isa == kBestIsa ? "auto" : isa, t[2].cast<bool>());
+    if (isa == kBestIsa) c.set_isa("auto");
+    return c;
   }
 
  private:
   int32_t requested_threads_ = 0;
+  // The state's ISA for "auto" set after construction: the best path, not
+  // the environment's default that "auto" in the constructor keeps.
+  static constexpr const char* kBestIsa = "auto (best)";
   std::string requested_isa_ = "auto";
   struct Deleter {
     void operator()(moegrad_context* c) const { moegrad_context_destroy(c); }

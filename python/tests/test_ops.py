@@ -219,6 +219,14 @@ def test_a_new_context_keeps_the_environments_isa_and_threads(monkeypatch):
     best = [i for i in ("scalar", "avx2", "avx512") if moegrad.isa_available(i)][-1]
     context.isa = "auto"  # set later, auto is the best path the CPU runs
     assert context.isa == best
+    # A copy does what its original does: the constructor's "auto" keeps the
+    # environment's path, "auto" set later is the best one.
+    import copy
+    import pickle
+
+    for original, isa in ((moegrad.Context(), "scalar"), (context, best)):
+        for twin in (copy.deepcopy(original), pickle.loads(pickle.dumps(original))):
+            assert twin.isa == isa
 
 
 def test_a_malformed_variable_with_any_bytes_raises_moegrad_error(monkeypatch):

@@ -2,7 +2,9 @@
  * moegrad — the rest of a Mixture-of-Experts expert layer around the fused
  * grad-x operator of moegrad.h: routing, grouped matmul forward, weight
  * gradient and the non-fused scatter-add. Include it after (or instead of)
- * moegrad.h; contexts, statuses and error messages are shared.
+ * moegrad.h; contexts, statuses and error messages are shared. These
+ * operators take a context's threads and ISA but not its fast bf16 mode:
+ * they always compute in SPEC §5's order, whatever that mode says.
  *
  *   forward:   expanded_x, expanded_row_idx, group_list = moe_init_routing(x, expert_idx)
  *              y = grouped_matmul(expanded_x, weight, group_list)

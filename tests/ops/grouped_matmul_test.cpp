@@ -334,6 +334,21 @@ TEST_P(OpsIsa, SameBitsOnEveryThreadCountAndIsa) {
   }
 }
 
+// The fast bf16 mode is grad-x's alone: the layer operators keep the exact
+// order with it on, on every ISA (even one where grad-x would refuse it).
+TEST_P(OpsIsa, TheFastBf16ModeChangesNoLayerOperator) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto exact = make_context(GetParam(), 2);
+  const auto fast = make_context(GetParam(), 2, true);
+  const Outputs want = run_all(exact.get());
+  const Outputs got = run_all(fast.get());
+  const std::string what = run_label(GetParam(), 2) + ", fast bf16 vs exact";
+  EXPECT_TRUE(same_bits(got.y, want.y, "grouped_matmul " + what));
+  EXPECT_TRUE(same_bits(got.gw, want.gw, "weight_grad f32 " + what));
+  EXPECT_TRUE(same_bits(got.gw_narrow, want.gw_narrow, "weight_grad bf16 " + what));
+  EXPECT_TRUE(same_bits(got.gx, want.gx, "moe_init_routing_grad " + what));
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(explicit_isas()),
                          [](const auto& info) { return std::string(isa_label(info.param)); });
 

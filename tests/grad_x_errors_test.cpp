@@ -303,6 +303,30 @@ TEST(Errors, EmptyDimension) {
   }
 }
 
+// An empty tensor's data may be NULL (DLPack exporters give it so), with any
+// byte_offset: nothing is read through it. The offset must still keep the
+// elements aligned, as for any tensor.
+TEST(Errors, EmptyTensorsMayHaveNullData) {
+  Fixture f(empty_spec());  // M = 0: grad_y [0, N] and expanded_row_idx [0]
+  f.call.grad_y.data = nullptr;
+  f.call.grad_y.byte_offset = 4096;
+  f.call.idx.data = nullptr;
+  f.call.idx.byte_offset = 8 * 33;
+  for (bool one_shot : {false, true}) {
+    SCOPED_TRACE(one_shot ? "one-shot moegrad_grad_x_run" : "two phases");
+    f.grad_x.fill_sentinel();
+    RunOptions o;
+    o.one_shot = one_shot;
+    const Outcome out = run_call(f.call.args, o);
+    ASSERT_TRUE(out.ok()) << out.describe();
+    const Floats got = read_matrix_f32(f.grad_x);
+    EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return v == 0.0f && !std::signbit(v); }))
+        << "M = 0: grad_x is all +0.0";
+  }
+  f.call.grad_y.byte_offset = 2;  // not a multiple of grad_y's 4-byte elements
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {"grad_y", "aligned"});
+}
+
 // ---- §4.5 attributes ------------------------------------------------------------
 
 TEST(Errors, BadBatch) {

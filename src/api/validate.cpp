@@ -65,8 +65,11 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
         __builtin_add_overflow(last, static_cast<uintptr_t>(elem_bytes), &last))
       return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: data + byte_offset + element offsets wrap the address space", name);
   }
-  out->data = static_cast<const std::byte*>(t->data) + t->byte_offset;
-  if (elem_bytes > 0 && reinterpret_cast<uintptr_t>(out->data) % static_cast<uintptr_t>(elem_bytes) != 0)
+  // An empty tensor's data may be NULL, and NULL plus an offset is undefined
+  // behaviour: its address is checked as an integer and it gets no pointer.
+  const uintptr_t address = reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(t->byte_offset);
+  out->data = t->data == nullptr ? nullptr : static_cast<const std::byte*>(t->data) + t->byte_offset;
+  if (elem_bytes > 0 && address % static_cast<uintptr_t>(elem_bytes) != 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
                 "-byte elements", name, elem_bytes);
   return MOEGRAD_STATUS_SUCCESS;

@@ -25,11 +25,15 @@ void copy_row(std::byte* dst, int64_t dst_stride, const std::byte* src, int64_t 
 }  // namespace
 
 moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts, int64_t active_num,
-                                int64_t capacity, int64_t* max_rows) {
-  if (batch <= 0) return fail(MOEGRAD_STATUS_BAD_BATCH, "batch=%" PRId64 " (x.shape[0]) must be > 0", batch);
-  if (top_k <= 0) return fail(MOEGRAD_STATUS_BAD_TOP_K, "top_k=%" PRId64 " (expert_idx.shape[1]) must be > 0", top_k);
+                                int64_t capacity, bool from_shapes, int64_t* max_rows) {
+  if (batch <= 0)
+    return fail(MOEGRAD_STATUS_BAD_BATCH, "batch=%" PRId64 "%s must be > 0", batch, from_shapes ? " (x.shape[0])" : "");
+  if (top_k <= 0)
+    return fail(MOEGRAD_STATUS_BAD_TOP_K, "top_k=%" PRId64 "%s must be > 0", top_k,
+                from_shapes ? " (expert_idx.shape[1])" : "");
   if (num_experts <= 0)
-    return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "G=%" PRId64 " (group_list.shape[0]) must be >= 1", num_experts);
+    return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "%s=%" PRId64 "%s must be >= 1", from_shapes ? "G" : "num_experts",
+                num_experts, from_shapes ? " (group_list.shape[0])" : "");
   if (active_num < -1)
     return fail(MOEGRAD_STATUS_BAD_ACTIVE_NUM, "active_num=%" PRId64 " must be -1 (no limit) or >= 0", active_num);
   if (capacity < -1)
@@ -64,7 +68,7 @@ moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args,
     return fail(MOEGRAD_STATUS_BATCH_MISMATCH, "expert_idx.shape[0]=%" PRId64 " != x.shape[0]=%" PRId64 " (batch)",
                 e.dim(0), batch_);
   if (K_ == 0) return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "K=0 (x.shape[1]): it must be >= 1");
-  if (auto s = routing_max_rows(batch_, top_k_, G_, args->active_num, args->capacity, &R_)) return s;
+  if (auto s = routing_max_rows(batch_, top_k_, G_, args->active_num, args->capacity, true, &R_)) return s;
   if (auto s = check_row_idx_type(args->row_idx_type)) return s;
   active_num_ = args->active_num, capacity_ = args->capacity, row_idx_type_ = args->row_idx_type;
   const int64_t slots = batch_ * top_k_;
@@ -190,7 +194,8 @@ extern "C" moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64
                                                             int64_t active_num, int64_t capacity,
                                                             int64_t* max_rows) {
   if (max_rows == nullptr) return moegrad::fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing_max_rows: max_rows is NULL");
-  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity, max_rows)) return s;
+  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity, false, max_rows))
+    return s;
   moegrad::clear_last_error();
   return MOEGRAD_STATUS_SUCCESS;
 }

@@ -16,9 +16,10 @@
 namespace moegrad::ops {
 
 // R = min(batch*top_k, active_num, G*capacity) over the limits that are set;
-// validates the sizes and limits (statuses as the operator).
+// validates the sizes and limits (statuses as the operator). from_shapes:
+// the sizes are the operator's tensor shapes, which the messages then name.
 moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts, int64_t active_num,
-                                int64_t capacity, int64_t* max_rows);
+                                int64_t capacity, bool from_shapes, int64_t* max_rows);
 
 class MoeInitRoutingOp final : public Op {
  public:

@@ -205,9 +205,13 @@ TEST(MoeInitRouting, MaxRows) {
   EXPECT_EQ(rows, 0);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(10, 3, 4, -2, 1, &rows), MOEGRAD_STATUS_BAD_ACTIVE_NUM);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(10, 3, 4, 1, -5, &rows), MOEGRAD_STATUS_BAD_CAPACITY);
+  // Its messages name its own arguments, not the operator's tensors.
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(0, 3, 4, 1, 1, &rows), MOEGRAD_STATUS_BAD_BATCH);
+  EXPECT_STREQ(moegrad_last_error_message(), "batch=0 must be > 0");
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 0, 4, 1, 1, &rows), MOEGRAD_STATUS_BAD_TOP_K);
+  EXPECT_STREQ(moegrad_last_error_message(), "top_k=0 must be > 0");
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 0, 1, 1, &rows), MOEGRAD_STATUS_EMPTY_DIMENSION);
+  EXPECT_STREQ(moegrad_last_error_message(), "num_experts=0 must be >= 1");
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(INT64_MAX, 2, 1, 1, 1, &rows), MOEGRAD_STATUS_SIZE_OVERFLOW);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 1, 1, 1, nullptr), MOEGRAD_STATUS_NULL_POINTER);
   // It validates like planning, and clears the last message as planning does.

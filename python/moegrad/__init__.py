@@ -13,7 +13,9 @@ Every GEMM accumulates in fp32 in a fixed order, so results are bitwise
 identical for any thread count (a NaN's sign and payload excepted). Bad input
 raises moegrad.Error, a ValueError whose message is the library's and whose
 .status names the moegrad_status.
-The PyTorch autograd layer is moegrad.torch (imported on demand).
+These operators do not record autograd (one given a tensor that requires
+grad, with grad mode on, warns); the PyTorch autograd layer is moegrad.torch
+(imported on demand).
 """
 
 from . import _arrays
@@ -95,6 +97,7 @@ def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=No
     original->expanded rows with -1 for dropped slots (row_idx_type 1).
     """
     x, expert_idx = _arrays.as_array(x, "x"), _arrays.as_array(expert_idx, "expert_idx")
+    _arrays.warn_untracked("moe_init_routing", x)
     batch, K, top_k = _arrays.dim(x, 0), _arrays.dim(x, 1), _arrays.dim(expert_idx, 1)
     G = _arrays.integer("num_experts", num_experts, 1, _arrays.MAX_DIM)
     active, cap = _arrays.limit("active_num", active_num), _arrays.limit("capacity", capacity)
@@ -126,6 +129,7 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
     """
     x, weight, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (weight, "weight"),
                                                                  (group_list, "group_list")))
+    _arrays.warn_untracked("grouped_matmul", x, weight)
     if out is None:
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
@@ -146,6 +150,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
     """
     x, grad_y, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (grad_y, "grad_y"),
                                                                  (group_list, "group_list")))
+    _arrays.warn_untracked("grouped_matmul_weight_grad", x, grad_y)
     if out is None:
         if accumulate:
             raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
@@ -168,6 +173,7 @@ def moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k, *, ro
     grad_x's exact bits. Returns float32 [batch, K] (or writes `out`)."""
     grad_expanded_x = _arrays.as_array(grad_expanded_x, "grad_expanded_x")
     expanded_row_idx = _arrays.as_array(expanded_row_idx, "expanded_row_idx")
+    _arrays.warn_untracked("moe_init_routing_grad", grad_expanded_x)
     batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
     if out is None:
         out = _arrays.empty(grad_expanded_x, (batch, _arrays.dim(grad_expanded_x, 1)), "float32")
@@ -209,6 +215,7 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
     grad_y, weight, expanded_row_idx, group_list = (
         _arrays.as_array(a, n) for a, n in ((grad_y, "grad_y"), (weight, "weight"),
                                             (expanded_row_idx, "expanded_row_idx"), (group_list, "group_list")))
+    _arrays.warn_untracked("grad_x", grad_y, weight)
     batch, top_k, row_idx_type = _batch_top_k(batch, top_k, row_idx_type)
     if out is None:
         out = _arrays.empty(grad_y, (batch, _arrays.dim(weight, 1)), "float32")

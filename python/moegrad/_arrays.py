@@ -4,6 +4,7 @@ the caller's framework."""
 
 import operator
 import sys
+import warnings
 
 import numpy as np
 
@@ -71,6 +72,22 @@ def integer(name, value, lo, hi=2**63 - 1):
 
 # A dimension of a tensor (SPEC 4: below 2^31).
 MAX_DIM = 2**31 - 1
+
+
+def warn_untracked(op, *arrays):
+    """The operators compute outside autograd: a result made from a tensor
+    that requires grad, with grad mode on, has no grad_fn, so gradients stop
+    there (an error at backward() if nothing else requires grad, else a
+    silently missing contribution). moegrad.torch.moe_experts is the layer
+    that records them; under torch.no_grad() nothing is lost."""
+    if not any(is_torch(a) and a.requires_grad for a in arrays):
+        return
+    import torch
+
+    if torch.is_grad_enabled():
+        warnings.warn(f"moegrad.{op} does not record autograd: gradients will not flow to inputs that "
+                      "require grad; use moegrad.torch.moe_experts for the differentiable layer, or call "
+                      "this under torch.no_grad()", UserWarning, stacklevel=3)
 
 
 def check_out(out, name="out"):

@@ -390,6 +390,37 @@ def test_an_input_changed_in_place_after_the_forward_still_has_its_gradients():
     assert torch.equal(gx, gx_plain) and torch.equal(gw, gw_plain)
 
 
+def test_the_plain_operators_warn_where_they_would_cut_the_graph():
+    """moegrad.grouped_matmul & co. return results without a grad_fn; given
+    a tensor that requires grad with grad mode on, that silently drops its
+    gradient, so they warn. Not under no_grad, not for tensors that need no
+    gradient, and not inside moe_experts, which records the gradients."""
+    x, e, w = make_inputs(6, 2, 3, 4, 5, torch.float32, empty=())
+    expanded, idx, gl = moegrad.moe_init_routing(x.detach(), e, 3)
+    gy = torch.ones(expanded.shape[0], 5)
+    calls = {
+        "moe_init_routing": lambda t: moegrad.moe_init_routing(t, e, 3),
+        "grouped_matmul": lambda t: moegrad.grouped_matmul(t, w.detach(), gl),
+        "grouped_matmul_weight_grad": lambda t: moegrad.grouped_matmul_weight_grad(t, gy, gl),
+        "moe_init_routing_grad": lambda t: moegrad.moe_init_routing_grad(t, idx, 6, 2),
+        "grad_x": lambda t: moegrad.grad_x(gy, w, idx, gl, 6, 2),
+    }
+    for name, call in calls.items():
+        arg = x if name == "moe_init_routing" else expanded.clone().requires_grad_()
+        with pytest.warns(UserWarning, match=rf"moegrad\.{name} does not record autograd"):
+            call(arg)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with torch.no_grad():
+                call(arg)
+            if name != "grad_x":  # grad_x's weight is the tensor that requires grad there
+                call(arg.detach())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y, _, _ = mgt.moe_experts(x, e, w)
+        y.sum().backward()
+
+
 def test_booleans_are_not_integers():
     batch, top_k, G, K, N = 4, 2, 2, 3, 5
     gy, w = torch.randn(batch * top_k, N), torch.randn(G, K, N)

@@ -95,8 +95,15 @@ def check_out(out, name="out"):
     write in place. An output written behind autograd's back would silently
     corrupt the gradients of anything that needs it, and an inference tensor
     may be written only in inference mode (else a retried accumulate would
-    add twice)."""
+    add twice). Only torch tensors, numpy arrays and other buffer-protocol
+    objects may be written: the buffer protocol says whether memory is
+    writable, DLPack (0.6) does not, so another __dlpack__ exporter (a JAX
+    array, immutable) or a bare capsule would be written behind its back."""
     if not is_torch(out):
+        if not isinstance(out, np.ndarray) and (hasattr(out, "__dlpack__") or type(out).__name__ == "PyCapsule"):
+            raise TypeError(f"{name}: a DLPack {'capsule' if type(out).__name__ == 'PyCapsule' else 'exporter'} "
+                            f"({type(out).__name__}) cannot be written, as DLPack does not say whether its memory "
+                            "may be; pass a torch tensor or a numpy array (or leave out= unset)")
         return
     import torch
 

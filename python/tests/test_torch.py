@@ -269,25 +269,28 @@ def test_arguments_are_checked_before_anything_is_allocated():
         moegrad.grad_x(gy, w, idx, torch.tensor([4, 4], dtype=torch.uint8), batch, top_k)
 
 
+class DLPackOnly:
+    """Neither numpy nor torch: an object that only exports DLPack."""
+
+    def __init__(self, t):
+        self.t = t
+
+    def __dlpack__(self, stream=None):
+        return self.t.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.t.__dlpack_device__()
+
+
 def test_any_dlpack_exporter_is_an_input():
-    class Exporter:  # neither numpy nor torch: only the DLPack protocol
-        def __init__(self, t):
-            self.t = t
-
-        def __dlpack__(self, stream=None):
-            return self.t.__dlpack__()
-
-        def __dlpack_device__(self):
-            return self.t.__dlpack_device__()
-
     M, K, N, G = 6, 4, 5, 2
     x, w, counts = torch.randn(M, K), torch.randn(G, K, N), torch.tensor([2, 4])
     want = moegrad.grouped_matmul(x, w, counts)
-    got = moegrad.grouped_matmul(Exporter(x.numpy()), Exporter(w.numpy()), Exporter(counts.numpy()))
+    got = moegrad.grouped_matmul(DLPackOnly(x.numpy()), DLPackOnly(w.numpy()), DLPackOnly(counts.numpy()))
     assert np.array_equal(got, want.numpy())
     # bfloat16, which numpy has no type for, through torch
     xb, wb = x.bfloat16(), w.bfloat16()
-    got = moegrad.grouped_matmul(Exporter(xb), Exporter(wb), Exporter(counts))
+    got = moegrad.grouped_matmul(DLPackOnly(xb), DLPackOnly(wb), DLPackOnly(counts))
     assert torch.equal(got, moegrad.grouped_matmul(xb, wb, counts))
     # Bare capsules (torch.utils.dlpack.to_dlpack), each consumed once.
     from torch.utils.dlpack import to_dlpack
@@ -297,6 +300,20 @@ def test_any_dlpack_exporter_is_an_input():
                        moegrad.grouped_matmul(xb, wb, counts))
     with pytest.raises(TypeError, match="x: cannot import this DLPack capsule"):
         moegrad.grouped_matmul(capsule, wb, counts)
+
+
+def test_an_out_only_dlpack_exports_is_refused_unwritten():
+    """DLPack does not say whether memory may be written: an `out` that is
+    only a DLPack exporter or capsule (say, an immutable JAX array) is
+    refused before anything is written."""
+    from torch.utils.dlpack import to_dlpack
+
+    x, w, counts = torch.randn(6, 4), torch.randn(2, 4, 5), torch.tensor([2, 4])
+    target = np.full((6, 5), np.nan, dtype=np.float32)
+    for out, kind in ((DLPackOnly(target), "exporter"), (to_dlpack(torch.from_numpy(target)), "capsule")):
+        with pytest.raises(TypeError, match=f"out: a DLPack {kind} .* cannot be written"):
+            moegrad.grouped_matmul(x, w, counts, out=out)
+        assert np.isnan(target).all()
 
 
 def test_a_refused_buffer_is_released():

@@ -206,6 +206,20 @@ TEST(Context, SettersAndGetters) {
   ctx.set_fast_bf16(false);
 }
 
+// The two "defaults" differ on purpose: 0 threads restores the count the
+// environment gave, AUTO is the best path whatever the environment forced.
+TEST(Context, ZeroThreadsKeepsTheEnvironmentAutoIsaDoesNot) {
+  ScopedEnv threads("MOEGRAD_NUM_THREADS", "3");
+  ScopedEnv isa("MOEGRAD_ISA", "scalar");
+  moegrad::Context ctx;
+  EXPECT_EQ(ctx.isa(), MOEGRAD_ISA_SCALAR);
+  ctx.set_num_threads(5);
+  ctx.set_num_threads(0);
+  EXPECT_EQ(ctx.num_threads(), 3);
+  ctx.set_isa(MOEGRAD_ISA_AUTO);
+  EXPECT_EQ(ctx.isa(), fastest_isa());
+}
+
 TEST(Context, NullPointers) {
   EXPECT_EQ(moegrad_context_create(nullptr), MOEGRAD_STATUS_NULL_POINTER);
   int32_t n = 0;

@@ -177,7 +177,9 @@ MOEGRAD_API void moegrad_context_destroy(moegrad_context* ctx);
 /* 1..MOEGRAD_MAX_THREADS; 0 restores the default. */
 MOEGRAD_API moegrad_status moegrad_context_set_num_threads(moegrad_context* ctx, int32_t num_threads);
 MOEGRAD_API moegrad_status moegrad_context_get_num_threads(const moegrad_context* ctx, int32_t* num_threads);
-/* Force an ISA path; ISA_UNAVAILABLE if the CPU lacks it. AUTO restores automatic choice. */
+/* Force an ISA path; ISA_UNAVAILABLE if the CPU lacks it. AUTO selects the best
+ * path this CPU runs, whatever MOEGRAD_ISA said when the context was created
+ * (unlike 0 threads, which restores MOEGRAD_NUM_THREADS's count). */
 MOEGRAD_API moegrad_status moegrad_context_set_isa(moegrad_context* ctx, moegrad_isa isa);
 /* The path a run on this context uses (never AUTO). */
 MOEGRAD_API moegrad_status moegrad_context_get_isa(const moegrad_context* ctx, moegrad_isa* isa);

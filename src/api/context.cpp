@@ -117,9 +117,9 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (const char* env = std::getenv("MOEGRAD_ISA"); env != nullptr && *env != '\0') {
     if (moegrad_status s = parse_isa(env, &requested); s != MOEGRAD_STATUS_SUCCESS) return s;
   }
-  if (moegrad_status s = resolve_isa(requested, &ctx->default_isa); s != MOEGRAD_STATUS_SUCCESS)
-    return s;
-  ctx->isa = ctx->default_isa;
+  moegrad_isa resolved = MOEGRAD_ISA_SCALAR;
+  if (moegrad_status s = resolve_isa(requested, &resolved); s != MOEGRAD_STATUS_SUCCESS) return s;
+  ctx->isa = resolved;
   if (const char* env = std::getenv("MOEGRAD_ENGINE"); env != nullptr && *env != '\0') {
     if (moegrad_status s = parse_engine(env, &ctx->engine); s != MOEGRAD_STATUS_SUCCESS) return s;
   }

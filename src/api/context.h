@@ -22,7 +22,6 @@ struct moegrad_context {
   std::atomic<int32_t> num_threads{1};           // resolved, >= 1
   int32_t default_threads = 1;                   // from MOEGRAD_NUM_THREADS or the CPU count
   std::atomic<moegrad_isa> isa{MOEGRAD_ISA_SCALAR};  // resolved, never AUTO
-  moegrad_isa default_isa = MOEGRAD_ISA_SCALAR;
   std::atomic<bool> fast_bf16{false};
   moegrad::plan::Engine engine = moegrad::plan::Engine::kAuto;  // MOEGRAD_ENGINE; fixed at creation
   moegrad::plan::CacheSizes caches;  // the OS's or MOEGRAD_L1D_BYTES / MOEGRAD_L2_BYTES; fixed at creation

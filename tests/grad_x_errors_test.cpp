@@ -193,7 +193,8 @@ TEST(Errors, BadRank) {
     d.shape = shape.data();
     d.ndim = static_cast<int32_t>(shape.size());
     d.strides = nullptr;
-    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_RANK, {names[t]});
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_RANK,
+                   {names[t], "ndim=" + std::to_string(shape.size())});
   }
 }
 
@@ -238,14 +239,19 @@ TEST(Errors, BadDtype) {
 }
 
 TEST(Errors, DtypeMismatch) {
-  for (auto [gy, w] : {std::pair{DType::kF32, DType::kF16}, std::pair{DType::kF16, DType::kBF16},
-                       std::pair{DType::kBF16, DType::kF32}}) {
-    SCOPED_TRACE(std::string(dtype_name(gy)) + " vs " + dtype_name(w));
+  struct Case {
+    DType gy, w;
+    const char *gy_text, *w_text;  // as the message spells them
+  };
+  for (const Case& c : {Case{DType::kF32, DType::kF16, "grad_y is float32", "weight is float16"},
+                        Case{DType::kF16, DType::kBF16, "grad_y is float16", "weight is bfloat16"},
+                        Case{DType::kBF16, DType::kF32, "grad_y is bfloat16", "weight is float32"}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.gy)) + " vs " + dtype_name(c.w));
     ProblemSpec s = base_spec();
-    s.dtype = gy;
+    s.dtype = c.gy;
     Fixture f(s);
-    f.call.weight.dtype = dl_type(w);
-    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_DTYPE_MISMATCH, {"grad_y", "weight"});
+    f.call.weight.dtype = dl_type(c.w);
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_DTYPE_MISMATCH, {c.gy_text, c.w_text});
   }
 }
 
@@ -281,7 +287,7 @@ TEST(Errors, EmptyDimension) {
     int64_t w_shape[] = {4, 23, 0};
     f.call.grad_y.shape = gy_shape;
     f.call.weight.shape = w_shape;
-    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {"N=0", "K=23", "G=4"});
   }
   {
     SCOPED_TRACE("K = 0");
@@ -290,7 +296,7 @@ TEST(Errors, EmptyDimension) {
     HostTensor gx(kDLF32, {11, 0});
     f.call.weight.shape = w_shape;
     f.call.grad_x = gx.view();
-    expect_failure(f.call.args, gx, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+    expect_failure(f.call.args, gx, MOEGRAD_STATUS_EMPTY_DIMENSION, {"N=37", "K=0", "G=4"});
   }
   {
     SCOPED_TRACE("G = 0");
@@ -299,7 +305,7 @@ TEST(Errors, EmptyDimension) {
     int64_t gl_shape[] = {0};
     f.call.weight.shape = w_shape;
     f.call.group_list.shape = gl_shape;
-    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {});
+    expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_EMPTY_DIMENSION, {"N=37", "K=23", "G=0"});
   }
 }
 
@@ -334,7 +340,7 @@ TEST(Errors, BadBatch) {
   HostTensor gx(kDLF32, {0, 23});
   f.call.grad_x = gx.view();
   f.call.args.batch = 0;
-  expect_failure(f.call.args, gx, MOEGRAD_STATUS_BAD_BATCH, {"batch"});
+  expect_failure(f.call.args, gx, MOEGRAD_STATUS_BAD_BATCH, {"batch=0"});
 }
 
 TEST(Errors, BadTopK) {
@@ -464,13 +470,11 @@ TEST(Errors, GroupSumMismatch) {
 TEST(Errors, CumsumDecreasing) {
   ProblemSpec s = base_spec();
   s.group_list_type = MOEGRAD_GROUP_LIST_CUMSUM;
+  const int64_t first = Problem(s).group_list.get_index(0);  // the same seeded problem as below
+  ASSERT_GE(first, 2) << "precondition: first expert has >= 2 rows";
   expect_content_error(
-      s,
-      [](Problem& p) {
-        ASSERT_GE(p.group_list.get_index(0), 2) << "precondition: first expert has >= 2 rows";
-        p.group_list.set_index(1, p.group_list.get_index(0) - 1);
-      },
-      MOEGRAD_STATUS_CUMSUM_DECREASING, {"group_list"});
+      s, [first](Problem& p) { p.group_list.set_index(1, first - 1); }, MOEGRAD_STATUS_CUMSUM_DECREASING,
+      {"group_list[1]=" + std::to_string(first - 1), "group_list[0]=" + std::to_string(first)});
 }
 
 TEST(Errors, MExceedsSlots) {

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <xmmintrin.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
@@ -63,15 +65,20 @@ TEST_P(Order, HalfPrecisionInputsFollowTheSameOrder) {
     }
 }
 
-// No FTZ/DAZ: f32/bf16 products in the f32 denormal range, and f16 denormal
-// inputs (which widen to f32 normals).
+// Values whose f32/bf16 products fall in the f32 denormal range (f16:
+// denormal inputs, which widen to f32 normals).
+ProblemSpec tiny_spec(DType dtype) {
+  ProblemSpec s = make_spec({.batch = 12, .top_k = 2, .experts = 3, .K = 19, .N = 37}, 0, 1.0, 8);
+  s.dtype = dtype;
+  s.values = Values::kTiny;
+  s.value_seed = 12;
+  return s;
+}
+
+// No FTZ/DAZ.
 TEST_P(Order, DenormalsAreNotFlushed) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    ProblemSpec s = make_spec({.batch = 12, .top_k = 2, .experts = 3, .K = 19, .N = 37}, 0, 1.0, 8);
-    s.dtype = dtype;
-    s.values = Values::kTiny;
-    s.value_seed = 12;
-    const Problem p(s);
+    const Problem p(tiny_spec(dtype));
     const auto want = reference_contract_order(p);
     if (dtype != DType::kF16) {
       // Precondition: the exact result really has nonzero denormals.
@@ -81,6 +88,30 @@ TEST_P(Order, DenormalsAreNotFlushed) {
     }
     expect_contract_bits(p);
   }
+}
+
+// A caller's thread with flush-to-zero, denormals-are-zero and rounding
+// toward zero (what torch.set_flush_denormal or a framework may leave in
+// MXCSR; new threads inherit it, and the calling thread is worker 0):
+// the same SPEC §5 bits, denormals included, and the caller's MXCSR as it
+// was afterwards. The reference is computed, and the bits compared, under
+// the default MXCSR.
+TEST_P(Order, ACallerThatFlushesAndTruncatesChangesNoBit) {
+  constexpr unsigned kFtz = 0x8000u, kDaz = 0x0040u, kTowardZero = 0x6000u;
+  const unsigned saved = _mm_getcsr();
+  const unsigned hostile = saved | kFtz | kDaz | kTowardZero;
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (int32_t threads : {1, 3}) {
+      const Problem p(tiny_spec(dtype));
+      const auto want = reference_contract_order(p);
+      _mm_setcsr(hostile);  // before compute() makes the context and its threads
+      const auto got = compute(p, options(threads));
+      const unsigned after = _mm_getcsr();
+      _mm_setcsr(saved);
+      constexpr unsigned kControl = ~0x3fu;  // not the sticky exception flags the test's own code may raise
+      EXPECT_EQ(after & kControl, hostile & kControl) << "the caller's MXCSR controls are restored";
+      EXPECT_TRUE(bitwise_equal(got, want, p.K, describe(p, options(threads)) + ", caller with FTZ, DAZ, RZ"));
+    }
 }
 
 // Hand-made cases: K = 1, N and the rows set by hand, weight all ones

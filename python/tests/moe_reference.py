@@ -75,7 +75,7 @@ def assert_within(got, ref, abs_ref, terms, out_dtype=torch.float32, what=""):
     got = torch.as_tensor(got).double()
     tol = terms * 2.0 ** -24 * abs_ref + HALF_ULP[out_dtype] * ref.abs()
     err = (got - ref).abs()
-    bad = err > tol
+    bad = ~(err <= tol)  # a NaN in got (an unwritten or broken element) fails too
     assert not bool(bad.any()), (
         f"{what}: {int(bad.sum())} elements outside the bound; worst excess "
         f"{float((err - tol).max()):.3g} at {tuple(int(i) for i in (bad.nonzero()[0]))}")

@@ -131,6 +131,11 @@ def test_moe_init_routing_grad_and_grad_x(framework, dtype, row_idx_type):
     got = as_torch(moegrad.grad_x(f(gy), f(w), f(idx), f(gl), batch, top_k, row_idx_type=row_idx_type))
     abs_ref = ref.grad_x(gy.abs(), w.abs(), pos, counts, batch, top_k)
     ref.assert_within(got, ref.grad_x(gy, w, pos, counts, batch, top_k), abs_ref, N + top_k, what="grad_x")
+    # Into a NaN-filled out=: every element written, tokens without rows too.
+    assert bool((torch.as_tensor(owner).bincount(minlength=batch) == 0).any()), "the case must have such tokens"
+    out = f(torch.full((batch, K), float("nan")))
+    moegrad.grad_x(f(gy), f(w), f(idx), f(gl), batch, top_k, row_idx_type=row_idx_type, out=out)
+    assert torch.equal(as_torch(out).view(torch.int32), got.view(torch.int32))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
@@ -304,6 +309,29 @@ def test_fast_bf16_is_a_context_setting():
     emulated = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="scalar", fast_bf16=True))
     hardware = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="avx512", fast_bf16=True))
     assert torch.equal(emulated.view(torch.int32), hardware.view(torch.int32))
+
+
+def test_a_caller_that_flushes_denormals_changes_no_bit():
+    """SPEC §5: no flush-to-zero, whatever the caller's thread set (torch's
+    set_flush_denormal sets FTZ and DAZ on it, and moegrad's calling thread
+    is one of its workers). Products in the f32 denormal range give the
+    same bits, denormals included, with the caller flushing."""
+    batch, top_k, G, K, N = 16, 2, 3, 24, 40
+    gen = torch.Generator().manual_seed(5)
+    gy = torch.rand((batch * top_k, N), generator=gen) * 2.0 ** -70
+    w = torch.rand((G, K, N), generator=gen) * 2.0 ** -60
+    idx, gl = torch.randperm(batch * top_k, generator=gen), torch.tensor([10, 12, 10])
+    want = moegrad.grad_x(gy, w, idx, gl, batch, top_k)
+    assert bool(((want != 0) & (want.abs() < torch.finfo(torch.float32).tiny)).any()), "no denormal outputs"
+    if not torch.set_flush_denormal(True):
+        pytest.skip("torch cannot set flush-to-zero on this CPU")
+    try:
+        flushed = [moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(num_threads=t))
+                   for t in (1, 3)]
+    finally:
+        torch.set_flush_denormal(False)
+    for got in flushed:
+        assert torch.equal(got.view(torch.int32), want.view(torch.int32))
 
 
 @pytest.mark.parametrize("context", ["default", "explicit"])

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -328,6 +330,38 @@ TEST(Executor, RunContextMayDifferFromThePlanningOne) {
     EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K,
                               "planned with " + std::to_string(plan_threads) + " threads, run with " +
                                   std::to_string(run_threads)));
+  }
+}
+
+// The numeric mode, which unlike the ISA changes bits, is the planning
+// context's too: grad_y = 2^-133 (the smallest bf16 denormal) times 1.0 is
+// 2^-133 in the exact mode and +0 in the fast one (vdpbf16ps reads denormal
+// inputs as zero), whichever mode the run's context has.
+TEST(Executor, TheNumericModeIsThePlanningContexts) {
+  ProblemSpec s = make_spec({.batch = 1, .top_k = 1, .experts = 1, .K = 1, .N = 2});
+  s.dtype = DType::kBF16;
+  s.values = Values::kSmallInt;
+  Problem p(s);
+  const float tiny = std::ldexp(1.0f, -133);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), tiny);
+  p.grad_y.set_float(p.grad_y.offset({0, 1}), 0.0f);
+  for (int64_t n = 0; n < 2; ++n) p.weight.set_float(p.weight.offset({0, 0, n}), 1.0f);
+  for (bool plan_fast : {true, false}) {
+    SCOPED_TRACE(plan_fast ? "planned fast, run exact" : "planned exact, run fast");
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    auto plan_ctx = make_context(MOEGRAD_ISA_SCALAR, 1, plan_fast);
+    auto run_ctx = make_context(MOEGRAD_ISA_SCALAR, 1, !plan_fast);
+    size_t ws = 0;
+    moegrad_executor* raw = nullptr;
+    ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, plan_ctx.get(), &ws, &raw), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    ExecutorPtr ex(raw);
+    std::vector<unsigned char> buffer(ws + 1);
+    ASSERT_EQ(moegrad_grad_x(buffer.data(), ws, ex.get(), run_ctx.get()), MOEGRAD_STATUS_SUCCESS)
+        << moegrad_last_error_message();
+    const float got = read_matrix_f32(gx)[0];
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), plan_fast ? 0u : std::bit_cast<uint32_t>(tiny));
   }
 }
 

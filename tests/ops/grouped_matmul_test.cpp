@@ -1,5 +1,5 @@
 // grouped_matmul (forward), grouped_matmul_weight_grad and moe_init_routing_grad
-// against float64 references; rounding of f16/bf16 outputs; accumulation;
+// against float64 references on every ISA path; rounding of f16/bf16 outputs; accumulation;
 // empty experts; layouts; the non-fused path (grouped_matmul with weight^T,
 // then the scatter-add) giving grad-x's bits; and bitwise identical results
 // on every thread count and ISA path.
@@ -95,8 +95,13 @@ struct ForwardRun {
   moegrad_grouped_matmul_args args;
 };
 
-TEST(GroupedMatmul, MatchesFloat64Reference) {
-  const auto ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+// The float64 comparisons run on every ISA path the CPU has: the layer
+// operators have per-ISA kernels (GEMM, row adds) for every layout below.
+class OpsIsa : public ::testing::TestWithParam<moegrad_isa> {};
+
+TEST_P(OpsIsa, GroupedMatmulMatchesFloat64Reference) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto ctx = make_context(GetParam(), 2);
   for (const GemmCase& c : forward_cases()) {
     ForwardRun r(c);
     const Outcome out = call(r.args, ctx.get());
@@ -156,8 +161,9 @@ struct WeightGradRun {
   moegrad_grouped_matmul_weight_grad_args args;
 };
 
-TEST(GroupedMatmulWeightGrad, MatchesFloat64Reference) {
-  const auto ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+TEST_P(OpsIsa, WeightGradMatchesFloat64Reference) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto ctx = make_context(GetParam(), 2);
   for (const GemmCase& c : forward_cases()) {
     WeightGradRun r(c, false);
     const Outcome out = call(r.args, ctx.get());
@@ -179,15 +185,17 @@ TEST(GroupedMatmulWeightGrad, MatchesFloat64Reference) {
 }
 
 // accumulate: grad_weight = old + c with one f32 add, c the overwrite result.
-TEST(GroupedMatmulWeightGrad, AccumulateAddsOnceInF32) {
+TEST_P(OpsIsa, WeightGradAccumulateAddsOnceInF32) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto ctx = make_context(GetParam(), 2);
   for (DType dtype : {DType::kF32, DType::kBF16})
     for (bool strided : {false, true}) {
       GemmCase c;
       c.dtype = dtype, c.out_padded = strided;
       WeightGradRun fresh(c, false), acc(c, true);
       const auto old = float_values(acc.gw);
-      ASSERT_TRUE(call(fresh.args, nullptr).ok());
-      const Outcome out = call(acc.args, nullptr);
+      ASSERT_TRUE(call(fresh.args, ctx.get()).ok());
+      const Outcome out = call(acc.args, ctx.get());
       ASSERT_TRUE(out.ok()) << out.describe();
       const auto add = float_values(fresh.gw), got = float_values(acc.gw);
       for (size_t e = 0; e < got.size(); ++e)
@@ -231,7 +239,9 @@ struct ScatterRouting {
   HostTensor index;
 };
 
-TEST(MoeInitRoutingGrad, MatchesFloat64Reference) {
+TEST_P(OpsIsa, MoeInitRoutingGradMatchesFloat64Reference) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto ctx = make_context(GetParam(), 2);
   for (int32_t type : {0, 1})
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
       for (bool strided : {false, true}) {
@@ -241,7 +251,7 @@ TEST(MoeInitRoutingGrad, MatchesFloat64Reference) {
         HostTensor gx = output_tensor(kDLF32, {s.batch, K}, matrix_strides(strided, s.batch));
         DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
         const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, s.batch, s.top_k, type};
-        const Outcome out = call(args, nullptr);
+        const Outcome out = call(args, ctx.get());
         ASSERT_TRUE(out.ok()) << out.describe();
         const Ref64 ref = reference_scatter_add(d, s.owner, s.batch);
         const std::string what = std::string("type ") + std::to_string(type) + " " + dtype_name(dtype) +
@@ -283,8 +293,6 @@ TEST(MoeInitRoutingGrad, MatchesFloat64Reference) {
   if (Outcome o = call(scatter, ctx); !o.ok()) return ::testing::AssertionFailure() << o.describe();
   return same_bits(nonfused, fused, std::string(dtype_name(dtype)) + " type " + std::to_string(type));
 }
-
-class OpsIsa : public ::testing::TestWithParam<moegrad_isa> {};
 
 TEST_P(OpsIsa, NonFusedPathGivesGradXBits) {
   MGT_SKIP_UNLESS_AVAILABLE(GetParam());

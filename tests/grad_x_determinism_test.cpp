@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <utility>
 #include <string>
@@ -291,6 +292,42 @@ TEST(FastBf16, EveryTailLengthGivesTheEmulationBits) {
     if (!fast_bf16_gives_emulation_bits(Problem(spec), " rows=" + std::to_string(rows)))
       GTEST_SKIP() << "this CPU has no AVX512_BF16";
   }
+}
+
+// Where the fast mode's order differs most: bf16 denormal inputs (read as
+// zero) times weights large enough that the product would be a normal
+// f32, and products and sums in the f32 denormal range (flushed). Tokens
+// b % 3 == 0 have all-denormal grad_y rows, b % 3 == 1 rows of +-2^-70;
+// weight rows of even k are +-2^-70 (products 2^-140), of odd k small
+// integers and every fourth element 2^100. The emulation must differ from
+// the exact mode (else nothing was flushed), and the hardware must give
+// the emulation's bits.
+TEST(FastBf16, DenormalInputsAndResultsGiveTheEmulationBits) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX512);
+  ProblemSpec spec = make_spec({.batch = 40, .top_k = 2, .experts = 3, .K = 37, .N = 70}, 0, 1.0, 303);
+  spec.dtype = DType::kBF16;
+  spec.values = Values::kSmallInt;
+  Problem p(spec);
+  const float denormal_unit = std::ldexp(1.0f, -133), big = std::ldexp(1.0f, 100), tiny = std::ldexp(1.0f, -70);
+  for (int64_t i = 0; i < p.M; ++i) {
+    const int64_t token = p.idx.get_index(p.idx.offset({i})) / p.top_k;  // type 0, none dropped: a position
+    for (int64_t n = 0; n < p.N; ++n) {
+      const float sign = (i + n) % 2 == 0 ? 1.0f : -1.0f;
+      if (token % 3 == 0) p.grad_y.set_float(p.grad_y.offset({i, n}), sign * (1 + (i + n) % 127) * denormal_unit);
+      if (token % 3 == 1) p.grad_y.set_float(p.grad_y.offset({i, n}), sign * tiny);
+    }
+  }
+  for (int64_t g = 0; g < p.G; ++g)
+    for (int64_t k = 0; k < p.K; ++k)
+      for (int64_t n = 0; n < p.N; ++n) {
+        const int64_t at = p.weight.offset({g, k, n});
+        if (k % 2 == 0) p.weight.set_float(at, n % 3 == 0 ? -tiny : tiny);
+        else if (n % 4 == 0) p.weight.set_float(at, big);
+      }
+  const Floats exact = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+  const Floats emulated = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+  ASSERT_FALSE(bitwise_equal(exact, emulated, p.K, "")) << "the case must make the fast mode flush something";
+  if (!fast_bf16_gives_emulation_bits(p, " denormals")) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
 }
 
 // The same on every shape of engine_specs().

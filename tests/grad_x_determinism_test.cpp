@@ -218,7 +218,8 @@ std::vector<ProblemSpec> engine_specs() {
 class Engines : public IsaTest {};
 
 // MOEGRAD_ENGINE forces either engine; both must give the scalar path's bits
-// for every dtype and thread count.
+// for every dtype and thread count, under each CPU family's speed rules
+// (prefetch targets, last-panel calls) whatever this CPU is.
 TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
   for (ProblemSpec spec : engine_specs()) {
     for (DType dtype : kDTypes) {
@@ -228,9 +229,14 @@ TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
       EXPECT_TRUE(within_bound(want, reference_f64(p), p.N, p.top_k, "scalar " + p.describe()));
       for (const char* engine : {"packed", "rowvec", "auto"}) {
         ScopedEnv env("MOEGRAD_ENGINE", engine);
-        for (int32_t threads : {1, 3}) {
-          const RunOptions o = options(threads);
-          EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " engine=" + engine + " vs scalar"));
+        for (int family : kTuningFamilies) {
+          const ScopedTuningFamily rules(family);
+          for (int32_t threads : {1, 3}) {
+            const RunOptions o = options(threads);
+            EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K,
+                                      describe(p, o) + " engine=" + engine + ", rules of AMD family " +
+                                          std::to_string(family) + " vs scalar"));
+          }
         }
       }
     }
@@ -243,19 +249,24 @@ TEST_P(Engines, PackedAndRowvecGiveTheScalarBits) {
 // up to 28 rows behind full panels: driver::last_panel_calls): one expert
 // of every row count from 1 to 2 panels + 8, on the row-vector engine,
 // every dtype, over two reduction blocks (the second call accumulates),
-// against the scalar path.
+// against the scalar path, under each CPU family's rules whatever this
+// CPU is.
 TEST_P(Engines, EveryTailLengthGivesTheScalarBits) {
   ScopedEnv env("MOEGRAD_ENGINE", "rowvec");
-  for (DType dtype : kDTypes) {
-    for (int64_t rows = 1; rows <= 72; ++rows) {
-      ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 300}, 0, 1.0, 300);
-      spec.value_seed = static_cast<uint64_t>(rows);
-      spec.dtype = dtype;
-      const Problem p(spec);
-      ASSERT_EQ(p.M, rows);
-      const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
-      const RunOptions o = options(1);
-      EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + " rowvec vs scalar"));
+  for (int family : kTuningFamilies) {
+    const ScopedTuningFamily rules(family);
+    const std::string label = " rowvec vs scalar, rules of AMD family " + std::to_string(family);
+    for (DType dtype : kDTypes) {
+      for (int64_t rows = 1; rows <= 72; ++rows) {
+        ProblemSpec spec = make_spec({.batch = rows, .top_k = 1, .experts = 1, .K = 31, .N = 300}, 0, 1.0, 300);
+        spec.value_seed = static_cast<uint64_t>(rows);
+        spec.dtype = dtype;
+        const Problem p(spec);
+        ASSERT_EQ(p.M, rows);
+        const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+        const RunOptions o = options(1);
+        EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K, describe(p, o) + label));
+      }
     }
   }
 }

@@ -180,7 +180,7 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
   // process). So they are made on every CPU but AMD's family 0x1a and
   // later; no other generation has been measured. Only rows contiguous
   // along K are requested (a PrefetchRows row is a span of lines).
-  const bool request_rows_into_l2 = p.gx_col == 1 && runtime::cpu_features().amd_family < 0x1au;
+  const bool request_rows_into_l2 = p.gx_col == 1 && runtime::tuning_amd_family() < 0x1au;
   // A token's first row stores 0 + c instead of adding into a zeroed row:
   // only tokens without rows are zeroed, and no first add reads grad_x.
   // Before, zeroing the block took 1.5-2.7% of perf's samples on

@@ -38,7 +38,7 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count) {
   // read 0.992x, quartiles 0.96-1.02x); but slots of one panel, whose one
   // call also requests the next strip, took 1.03x at 10 rows per expert
   // and 1.22x at 12.
-  const unsigned amd_family = runtime::cpu_features().amd_family;
+  const unsigned amd_family = runtime::tuning_amd_family();
   const size_t narrow_max = k.narrow_ukernel == nullptr || amd_family < 0x19u ? 0 : k.narrow_rows;
   // Where its call is a slot's only one, or follows a 16-row call (below),
   // the Zen 5 keeps it to 8 rows.
@@ -103,7 +103,7 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   const bool can_stage = k.raw_strip[dt] && panels > 1;
   // The share requests into L1 and the narrow call without a share, below,
   // were measured on a Zen 5 (family 1Ah) only.
-  const bool zen5_or_later = runtime::cpu_features().amd_family >= 0x1au;
+  const bool zen5_or_later = runtime::tuning_amd_family() >= 0x1au;
   const bool shares_to_l1_ok = zen5_or_later && k.panel == 32;
   const LastPanelCalls tail_calls = last_panel_calls(k, count);
   // On a Zen 5 a narrow first call (the slot's short last panel) makes

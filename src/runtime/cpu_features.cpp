@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 
 namespace moegrad::runtime {
@@ -78,6 +79,19 @@ void detect_once() { g_features = detect(); }
 const CpuFeatures& cpu_features() {
   pthread_once(&g_detected, detect_once);
   return g_features;
+}
+
+namespace {
+std::atomic<int> g_tuning_family_override{-1};  // constant-initialised
+}  // namespace
+
+unsigned tuning_amd_family() {
+  const int family = g_tuning_family_override.load(std::memory_order_relaxed);
+  return family >= 0 ? static_cast<unsigned>(family) : cpu_features().amd_family;
+}
+
+void set_tuning_amd_family_for_tests(int family) {
+  g_tuning_family_override.store(family < 0 ? -1 : family, std::memory_order_relaxed);
 }
 
 }  // namespace moegrad::runtime

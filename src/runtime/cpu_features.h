@@ -34,4 +34,15 @@ inline constexpr size_t kMinL2Bytes = 128 * 1024, kMaxL2Bytes = 64 * 1024 * 1024
 // Detected once, thread-safe.
 const CpuFeatures& cpu_features();
 
+// The AMD family the drivers' speed rules follow (which last-panel calls,
+// which prefetches: driver/rowvec_gemm.cpp, driver/grad_x_driver.cpp):
+// cpu_features().amd_family, unless set_tuning_amd_family_for_tests chose
+// another. Every rule keeps the bits, so a test can run each rule's code on
+// any CPU with the ISA and hold it to the scalar path.
+unsigned tuning_amd_family();
+// family >= 0 replaces the detected family; -1 restores it. For tests
+// only (not exported from the shared library); not for use while a run is
+// in progress.
+void set_tuning_amd_family_for_tests(int family);
+
 }  // namespace moegrad::runtime

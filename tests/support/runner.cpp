@@ -5,6 +5,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "runtime/cpu_features.h"
+
 namespace mgt {
 
 const char* isa_label(moegrad_isa isa) {
@@ -108,6 +110,9 @@ Floats compute(const Problem& p, const RunOptions& opt, Outcome* outcome) {
     ADD_FAILURE() << describe(p, opt) << ": bytes of the grad_x buffer outside its elements were written";
   return read_matrix_f32(grad_x);
 }
+
+ScopedTuningFamily::ScopedTuningFamily(int family) { moegrad::runtime::set_tuning_amd_family_for_tests(family); }
+ScopedTuningFamily::~ScopedTuningFamily() { moegrad::runtime::set_tuning_amd_family_for_tests(-1); }
 
 ScopedEnv::ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
   if (const char* old = std::getenv(name_.c_str())) old_ = old;

@@ -98,4 +98,18 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// The AMD family the drivers' speed rules follow, for the scope
+// (runtime::tuning_amd_family): 0 is any other vendor, 0x19 a Zen 3/4, 0x1a
+// a Zen 5. Each rule's code then runs on any CPU with the ISA.
+class ScopedTuningFamily {
+ public:
+  explicit ScopedTuningFamily(int family);
+  ~ScopedTuningFamily();
+  ScopedTuningFamily(const ScopedTuningFamily&) = delete;
+  ScopedTuningFamily& operator=(const ScopedTuningFamily&) = delete;
+};
+
+// The families whose rules differ, for tests to loop over.
+inline constexpr int kTuningFamilies[] = {0, 0x19, 0x1a};
+
 }  // namespace mgt

@@ -1,12 +1,15 @@
 // SPEC §6: "the run uses nothing else of size on the hot path" - a run on a
 // warmed-up context allocates nothing beyond the workspace the caller passes
 // (the context's thread pool is built when the context is created or
-// resized, by design).
+// resized, by design). And where the library does allocate (the one-shot
+// call's workspace, a context's thread pool), a failed allocation is
+// MOEGRAD_STATUS_OUT_OF_MEMORY with outputs and settings untouched.
 //
 // This binary replaces every global operator new/delete and, when no
 // sanitizer owns the allocator, interposes malloc/calloc/realloc/memalign
 // too (forwarding to glibc's __libc_* functions), counting calls from every
-// thread - the pool's workers included - while armed.
+// thread - the pool's workers included - while armed; operator new also
+// fails on request (from a size up, or after a number of calls).
 #include <moegrad/moegrad.h>
 
 #include <gtest/gtest.h>
@@ -37,9 +40,19 @@ namespace {
 std::atomic<bool> g_armed{false};
 std::atomic<long> g_news{0};
 std::atomic<long> g_mallocs{0};
+// Failures on request: every operator new of at least this many bytes, and
+// (when >= 0) every one after this many more have succeeded.
+std::atomic<size_t> g_fail_from_bytes{SIZE_MAX};
+std::atomic<long> g_fail_after{-1};
 
-void note_new() {
+// Counts an operator new call while armed; true when it must fail.
+bool note_new(size_t n) {
   if (g_armed.load(std::memory_order_relaxed)) g_news.fetch_add(1, std::memory_order_relaxed);
+  if (n >= g_fail_from_bytes.load(std::memory_order_relaxed)) return true;
+  long left = g_fail_after.load(std::memory_order_relaxed);
+  while (left > 0 && !g_fail_after.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+  }
+  return left == 0;
 }
 
 void* checked(void* p) {
@@ -93,19 +106,16 @@ void free(void* p) noexcept { __libc_free(p); }
 }  // extern "C"
 #endif
 
-void* operator new(size_t n) { note_new(); return checked(std::malloc(n == 0 ? 1 : n)); }
-void* operator new[](size_t n) { note_new(); return checked(std::malloc(n == 0 ? 1 : n)); }
-void* operator new(size_t n, const std::nothrow_t&) noexcept { note_new(); return std::malloc(n == 0 ? 1 : n); }
-void* operator new[](size_t n, const std::nothrow_t&) noexcept { note_new(); return std::malloc(n == 0 ? 1 : n); }
-void* operator new(size_t n, std::align_val_t a) {
-  note_new();
-  return checked(std::aligned_alloc(static_cast<size_t>(a), round_up(n == 0 ? 1 : n, static_cast<size_t>(a))));
-}
-void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+void* operator new(size_t n) { return checked(note_new(n) ? nullptr : std::malloc(n == 0 ? 1 : n)); }
+void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return note_new(n) ? nullptr : std::malloc(n == 0 ? 1 : n); }
+void* operator new[](size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
 void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
-  note_new();
+  if (note_new(n)) return nullptr;
   return std::aligned_alloc(static_cast<size_t>(a), round_up(n == 0 ? 1 : n, static_cast<size_t>(a)));
 }
+void* operator new(size_t n, std::align_val_t a) { return checked(operator new(n, a, std::nothrow)); }
+void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
 void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t& t) noexcept { return operator new(n, a, t); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
@@ -241,6 +251,50 @@ TEST(NoAllocation, AnErrorOnAFreshThread) {
     EXPECT_NE(message.find(std::to_string(bad)), std::string::npos) << message;
     EXPECT_EQ(c.news, 0) << message;
     EXPECT_EQ(c.mallocs, 0) << message;
+  }
+}
+
+// The one-shot call allocates its workspace; when it cannot, it says so,
+// names the size, and leaves grad_x as it was.
+TEST(OutOfMemory, AOneShotRunWithoutItsWorkspaceWritesNothing) {
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  Problem p(medium(0, kF32));
+  size_t bytes = 0;
+  moegrad_executor* raw = nullptr;
+  ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), ctx.get(), &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
+  own(raw);
+  ASSERT_GT(bytes, 4096u) << "the executor's own allocations must stay below the failing size";
+  p.grad_x.fill_words(0x7FC0DEADu);
+  const std::vector<std::byte> before = p.grad_x.snapshot();
+  g_fail_from_bytes = bytes;
+  const moegrad_status st = moegrad_grad_x_run(p.args_ptr(), ctx.get());
+  g_fail_from_bytes = SIZE_MAX;
+  EXPECT_EQ(st, MOEGRAD_STATUS_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(moegrad_last_error_message()).find(std::to_string(bytes)), std::string::npos)
+      << moegrad_last_error_message();
+  EXPECT_TRUE(p.grad_x.snapshot() == before) << "grad_x was written";
+  ASSERT_EQ(moegrad_grad_x_run(p.args_ptr(), ctx.get()), MOEGRAD_STATUS_SUCCESS) << "and works once memory is back";
+  EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K, true), "");
+}
+
+// A context whose new pool cannot be built, at any point of building it
+// (the pool object, its thread list, the n-th thread), keeps its old pool
+// and thread count, joins the threads it did start, and still runs.
+TEST(OutOfMemory, APoolThatCannotStartLeavesTheContextAsItWas) {
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  Problem p(medium(1, kF32));
+  for (long succeed : {0L, 1L, 2L, 3L, 5L, 8L}) {
+    SCOPED_TRACE("allocations that succeed first: " + std::to_string(succeed));
+    g_fail_after = succeed;
+    const moegrad_status st = moegrad_context_set_num_threads(ctx.get(), 16);
+    g_fail_after = -1;
+    EXPECT_EQ(st, MOEGRAD_STATUS_OUT_OF_MEMORY);
+    EXPECT_NE(std::string(moegrad_last_error_message()).find("16 threads"), std::string::npos)
+        << moegrad_last_error_message();
+    EXPECT_EQ(ctx.num_threads(), 2);
+    p.grad_x.fill_words(0x7FC0DEADu);
+    ASSERT_EQ(moegrad_grad_x_run(p.args_ptr(), ctx.get()), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+    EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K, true), "");
   }
 }
 

@@ -309,6 +309,16 @@ def test_fast_bf16_is_a_context_setting():
     emulated = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="scalar", fast_bf16=True))
     hardware = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="avx512", fast_bf16=True))
     assert torch.equal(emulated.view(torch.int32), hardware.view(torch.int32))
+    # Where the two orders part most: bf16 denormal grad_y (read as zero)
+    # times weights of 2^100, whose products would be normal f32 values.
+    gy = torch.zeros(batch * top_k, N, dtype=torch.bfloat16)
+    gy.view(torch.int16)[:] = torch.randint(1, 128, gy.shape, generator=torch.Generator().manual_seed(3))
+    w = torch.full((G, K, N), 2.0 ** 100, dtype=torch.bfloat16)
+    exact = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="scalar"))
+    emulated = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="scalar", fast_bf16=True))
+    hardware = moegrad.grad_x(gy, w, idx, gl, batch, top_k, context=moegrad.Context(isa="avx512", fast_bf16=True))
+    assert bool(exact.any()) and not bool(emulated.any())
+    assert torch.equal(emulated.view(torch.int32), hardware.view(torch.int32))
 
 
 def test_a_caller_that_flushes_denormals_changes_no_bit():

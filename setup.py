@@ -35,6 +35,19 @@ def header_version():
     return match.group(1)
 
 
+def _cache_bool(cache, name):
+    """A boolean of a CMakeCache.txt as CMake reads it (its false values:
+    0, OFF, NO, FALSE, N, IGNORE, NOTFOUND, empty, *-NOTFOUND); an entry
+    that is missing counts as false."""
+    for line in cache.read_text(errors="replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.split(":", 1)[0] == name:
+            value = value.strip().upper()
+            return not (value in ("", "0", "OFF", "NO", "FALSE", "N", "IGNORE", "NOTFOUND")
+                        or value.endswith("-NOTFOUND"))
+    return False
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
@@ -44,16 +57,18 @@ class CMakeBuild(build_ext):
             if not (build_dir / "CMakeCache.txt").is_file():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} is not a configured CMake build directory")
             # scripts/run.sh configures its build/ without the extension's
-            # target; CMake writes a target's directory whatever the generator
-            # (and whichever of CMake's false values turned the option off).
-            if not (build_dir / "python" / "CMakeFiles" / "_moegrad.dir").is_dir():
+            # target; CMake writes a target's directory whatever the generator,
+            # but never removes it, so the cache says whether it is still on.
+            if (not (build_dir / "python" / "CMakeFiles" / "_moegrad.dir").is_dir()
+                    or not _cache_bool(build_dir / "CMakeCache.txt", "MOEGRAD_BUILD_PYTHON")):
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} was configured without the Python package "
                                    f"(MOEGRAD_BUILD_PYTHON=OFF): configure it with -DMOEGRAD_BUILD_PYTHON=ON "
                                    f"-DPython3_EXECUTABLE={sys.executable}, or leave MOEGRAD_CMAKE_BUILD_DIR unset")
         else:
             build_dir = Path(self.build_temp).resolve() / "cmake"
             self._run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-                       "-DMOEGRAD_BUILD_TESTS=OFF", "-DMOEGRAD_BUILD_BENCH=OFF", "-DMOEGRAD_BUILD_PYTHON=ON",
+                       "-DMOEGRAD_BUILD_TESTS=OFF", "-DMOEGRAD_BUILD_BENCH=OFF", "-DMOEGRAD_BENCH_ONEDNN=OFF",
+                       "-DMOEGRAD_BUILD_PYTHON=ON",
                        f"-DPython3_EXECUTABLE={sys.executable}"])
         self._run(["cmake", "--build", str(build_dir), "--target", "_moegrad", "-j", str(os.cpu_count() or 1)])
         built = build_dir / "python" / "moegrad" / ("_moegrad" + suffix)

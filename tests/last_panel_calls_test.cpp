@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
-#include <string>
+#include <utility>
 
 #include "driver/rowvec_gemm.h"
 #include "kernels/gemm_kernels.h"
@@ -19,8 +19,8 @@ namespace mgt {
 namespace {
 
 struct Want {
-  size_t count;                            // the expert's rows
-  size_t other[2], zen34[2], zen5[2];      // {main, narrow} rows per family
+  size_t count;                        // the expert's rows
+  size_t other[2], zen34[2], zen5[2];  // {main, narrow} rows per family
 };
 
 TEST(LastPanelCalls, FollowEachFamilysRules) {

@@ -68,7 +68,7 @@ moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args,
     return fail(MOEGRAD_STATUS_BATCH_MISMATCH, "expert_idx.shape[0]=%" PRId64 " != x.shape[0]=%" PRId64 " (batch)",
                 e.dim(0), batch_);
   if (K_ == 0) return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "K=0 (x.shape[1]): it must be >= 1");
-  if (auto s = routing_max_rows(batch_, top_k_, G_, args->active_num, args->capacity, true, &R_)) return s;
+  if (auto s = routing_max_rows(batch_, top_k_, G_, args->active_num, args->capacity, /*from_shapes=*/true, &R_)) return s;
   if (auto s = check_row_idx_type(args->row_idx_type)) return s;
   active_num_ = args->active_num, capacity_ = args->capacity, row_idx_type_ = args->row_idx_type;
   const int64_t slots = batch_ * top_k_;
@@ -194,7 +194,8 @@ extern "C" moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64
                                                             int64_t active_num, int64_t capacity,
                                                             int64_t* max_rows) {
   if (max_rows == nullptr) return moegrad::fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing_max_rows: max_rows is NULL");
-  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity, false, max_rows))
+  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity,
+                                              /*from_shapes=*/false, max_rows))
     return s;
   moegrad::clear_last_error();
   return MOEGRAD_STATUS_SUCCESS;

@@ -66,6 +66,7 @@ CpuFeatures detect() {
 
 CpuFeatures g_features;  // constant-initialised; written once, by detect_once
 pthread_once_t g_detected = PTHREAD_ONCE_INIT;
+std::atomic<int> g_tuning_family_override{-1};  // tests only; -1: the detected family
 
 void detect_once() { g_features = detect(); }
 
@@ -80,10 +81,6 @@ const CpuFeatures& cpu_features() {
   pthread_once(&g_detected, detect_once);
   return g_features;
 }
-
-namespace {
-std::atomic<int> g_tuning_family_override{-1};  // constant-initialised
-}  // namespace
 
 unsigned tuning_amd_family() {
   const int family = g_tuning_family_override.load(std::memory_order_relaxed);

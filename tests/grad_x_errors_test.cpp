@@ -501,6 +501,39 @@ TEST(Errors, IndexTooLong) {
   expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_INDEX_TOO_LONG, {"expanded_row_idx", "34", "33"});
 }
 
+// A tensor longer than its shape rule allows claims bytes it does not own:
+// here expanded_row_idx's 34th element would be grad_x's first two floats.
+// The length is the caller's error, so it is named (not the overlap that
+// only the wrong length creates), and neither tensor changes.
+TEST(Errors, IndexTooLongIsNamedBeforeTheOverlapItImplies) {
+  Fixture f(base_spec(1));
+  const size_t idx_bytes = 33 * sizeof(int64_t), gx_bytes = 11 * 23 * sizeof(float);
+  std::vector<int64_t> buffer((idx_bytes + gx_bytes) / sizeof(int64_t) + 1, 0);
+  for (int64_t p = 0; p < 33; ++p) buffer[static_cast<size_t>(p)] = f.p.idx.get_index(p);
+  auto* bytes = reinterpret_cast<unsigned char*>(buffer.data());
+  int64_t idx_shape[] = {34};  // L > batch*top_k = 33
+  f.call.idx.data = bytes;
+  f.call.idx.byte_offset = 0;
+  f.call.idx.shape = idx_shape;
+  f.call.idx.strides = nullptr;
+  f.call.idx.dtype = dl_type(IndexDType::kI64);
+  f.call.grad_x.data = bytes + idx_bytes;
+  f.call.grad_x.byte_offset = 0;
+  f.call.grad_x.strides = nullptr;
+  std::fill_n(reinterpret_cast<float*>(bytes + idx_bytes), 11 * 23, std::numeric_limits<float>::quiet_NaN());
+  const std::vector<int64_t> before = buffer;
+  for (bool one_shot : {false, true}) {
+    SCOPED_TRACE(one_shot ? "one-shot moegrad_grad_x_run" : "two phases");
+    RunOptions o;
+    o.one_shot = one_shot;
+    const Outcome out = run_call(f.call.args, o);
+    EXPECT_EQ(out.status, MOEGRAD_STATUS_INDEX_TOO_LONG) << out.describe();
+    EXPECT_NE(out.message.find("L=34"), std::string::npos) << out.message;
+    EXPECT_EQ(std::memcmp(before.data(), buffer.data(), buffer.size() * sizeof(int64_t)), 0)
+        << "a failing call wrote into the buffer";
+  }
+}
+
 TEST(Errors, IndexOutOfRangeType0) {
   // Values must be -1 or in [0, batch*top_k = 33); the bad one is the last
   // row, so a lazy check would already have written other tokens.

@@ -231,6 +231,18 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: each must be positive and, smallest "
                 "first, beyond the span of the smaller ones (elements may overlap)",
                 gx.stride[0], gx.stride[1]);
+
+  // §4.7 lengths, before the address checks below: a tensor whose shape
+  // is wrong claims bytes it does not own, and its shape is the error.
+  const int64_t L = idx.shape[0];
+  if (M > slots)
+    return fail(MOEGRAD_STATUS_M_EXCEEDS_SLOTS, "M=%" PRId64 " (grad_y rows) > batch*top_k=%" PRId64, M, slots);
+  if (args->row_idx_type == 0 && L < M)
+    return fail(MOEGRAD_STATUS_INDEX_TOO_SHORT, "row_idx_type=0 needs expanded_row_idx length L=%" PRId64 " >= M=%" PRId64, L, M);
+  if (args->row_idx_type == 1 && L > slots)
+    return fail(MOEGRAD_STATUS_INDEX_TOO_LONG, "row_idx_type=1 needs expanded_row_idx length L=%" PRId64
+                " <= batch*top_k=%" PRId64, L, slots);
+
   // The driver zeroes and accumulates grad_x while it still reads the
   // inputs: a shared byte would feed partial sums back in.
   TensorSpans all;
@@ -242,16 +254,6 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   for (int t = 0; t < all.count; ++t)
     if (auto s = check_disjoint("grad_x", gx_bytes, all.name[t], all.span[t])) return s;
   all.add("grad_x", gx_bytes);
-
-  // §4.7 lengths.
-  const int64_t L = idx.shape[0];
-  if (M > slots)
-    return fail(MOEGRAD_STATUS_M_EXCEEDS_SLOTS, "M=%" PRId64 " (grad_y rows) > batch*top_k=%" PRId64, M, slots);
-  if (args->row_idx_type == 0 && L < M)
-    return fail(MOEGRAD_STATUS_INDEX_TOO_SHORT, "row_idx_type=0 needs expanded_row_idx length L=%" PRId64 " >= M=%" PRId64, L, M);
-  if (args->row_idx_type == 1 && L > slots)
-    return fail(MOEGRAD_STATUS_INDEX_TOO_LONG, "row_idx_type=1 needs expanded_row_idx length L=%" PRId64
-                " <= batch*top_k=%" PRId64, L, slots);
 
   out->dtype = gy_type;
   out->M = M; out->N = N; out->K = K; out->G = G;

@@ -410,6 +410,33 @@ TEST(Executor, WorkspaceIsExactAndBounded) {
   }
 }
 
+// One token and one grad_x column are one work item however the plan tiles
+// them, so a run uses one worker whatever the context's threads: 64 threads
+// must not make the workspace any larger than one does (README "Workspace").
+// The 64-thread plan still runs to the same bits.
+TEST(Executor, WorkspaceDoesNotGrowPastTheWorkItems) {
+  for (int32_t type : {0, 1}) {
+    const Problem p(make_spec({.batch = 1, .top_k = 4, .experts = 3, .K = 1, .N = 37}, type));
+    const auto want = compute(p);
+    size_t ws[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      const int32_t threads = i == 0 ? 1 : 64;
+      SCOPED_TRACE("type " + std::to_string(type) + ", " + std::to_string(threads) + " threads");
+      HostTensor gx = p.make_grad_x();
+      Call call(p, gx);
+      auto ctx = make_context(MOEGRAD_ISA_AUTO, threads);
+      moegrad_executor* raw = nullptr;
+      ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, ctx.get(), &ws[i], &raw), MOEGRAD_STATUS_SUCCESS);
+      ExecutorPtr ex(raw);
+      std::vector<std::byte> workspace(ws[i]);
+      ASSERT_EQ(moegrad_grad_x(workspace.data(), ws[i], ex.get(), ctx.get()), MOEGRAD_STATUS_SUCCESS)
+          << moegrad_last_error_message();
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, p.describe()));
+    }
+    EXPECT_EQ(ws[1], ws[0]) << "64 threads, one work item";
+  }
+}
+
 // ---- C++ layer ----------------------------------------------------------------------
 
 TEST(Cpp, ExecutorAndOneShotMatchTheCApi) {

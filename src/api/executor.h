@@ -18,7 +18,8 @@ struct moegrad_executor {
 namespace moegrad {
 
 // Validates args, plans for ctx (NULL: default context) into *ex.
-moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex);
+moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex,
+                           plan::RegionsFor regions = plan::RegionsFor::kFusedItems);
 
 // Resolves a possibly-NULL context to the default one.
 moegrad_status resolve_context(const moegrad_context* ctx, const moegrad_context** out);

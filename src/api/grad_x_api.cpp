@@ -20,7 +20,8 @@ moegrad_status resolve_context(const moegrad_context* ctx, const moegrad_context
   return default_context(out);
 }
 
-moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex) {
+moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_context* ctx, moegrad_executor* ex,
+                           plan::RegionsFor regions) {
   if (auto s = resolve_context(ctx, &ctx)) return s;
   if (auto s = validate_grad_x_args(args, &ex->problem, &ex->tensors)) return s;
   // Each setting read once: another thread may change the context meanwhile.
@@ -39,7 +40,7 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
                   "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
                   moegrad_isa_name(isa));
   }
-  return plan::make_grad_x_plan(ex->problem, *k, threads, ctx->engine, ctx->caches, &ex->plan);
+  return plan::make_grad_x_plan(ex->problem, *k, threads, ctx->engine, ctx->caches, regions, &ex->plan);
 }
 
 }  // namespace moegrad

@@ -14,7 +14,7 @@ namespace moegrad::driver {
 moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x) {
   if (auto s = resolve_context(ctx, &ctx)) return s;
   moegrad_executor ex;
-  if (auto s = plan_grad_x(&args, ctx, &ex)) return s;
+  if (auto s = plan_grad_x(&args, ctx, &ex, plan::RegionsFor::kEveryWorker)) return s;
   if (d_expanded_x == nullptr && ex.problem.M > 0)
     return fail(MOEGRAD_STATUS_NULL_POINTER, "nonfused_grad_x: d_expanded_x is NULL");
   std::unique_ptr<std::byte[]> ws(new (std::nothrow) std::byte[ex.plan.workspace_bytes]);

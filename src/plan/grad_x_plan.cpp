@@ -103,7 +103,7 @@ double split_cost(const GradXProblem& p, size_t blocks, int64_t chunks, size_t r
 }  // namespace
 
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& k, int workers,
-                                Engine engine, const CacheSizes& caches, GradXPlan* out) {
+                                Engine engine, const CacheSizes& caches, RegionsFor regions, GradXPlan* out) {
   GradXPlan plan;
   plan.kernels = &k;
   plan.workers = std::max(workers, 1);
@@ -266,6 +266,8 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
     for (size_t rows = row_unit; rows <= plan.ms; rows += row_unit)
       a_pack_floats = std::max(a_pack_floats, rows * plan.panel_words(plan.pack_span(rows)));
   }
+  if (regions == RegionsFor::kFusedItems)
+    plan.workers = static_cast<int>(std::min<int64_t>(plan.workers, std::max<int64_t>(plan.work_items(), 1)));
   size_t cursor = 0;
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&

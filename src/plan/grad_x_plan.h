@@ -54,6 +54,8 @@ struct GradXPlan {
   // Set when the row-vector engine runs the GEMM (ring slots then hold
   // transposed tiles, [nc][ms]); null for the classic packed engine.
   const kernels::RowvecKernels* rowvec = nullptr;
+  // Workers the regions are placed for: the context's threads, at most
+  // work_items() for the fused run (RegionsFor).
   int workers = 1;
 
   size_t ms = 0;  // rows per ring slot (multiple of MR, or of the row-vector panel)
@@ -89,8 +91,14 @@ struct GradXPlan {
 
 inline constexpr size_t kWorkspaceAlign = 512;
 
+// Whom the per-worker regions are for. The fused run gives each worker
+// whole work items, so workers beyond work_items() would idle and their
+// regions are not placed; the non-fused path splits the rows into its own,
+// more numerous items and may keep every worker busy.
+enum class RegionsFor { kFusedItems, kEveryWorker };
+
 // Fails only on size overflow (status + message).
 moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernels& kernels, int workers,
-                                Engine engine, const CacheSizes& caches, GradXPlan* out);
+                                Engine engine, const CacheSizes& caches, RegionsFor regions, GradXPlan* out);
 
 }  // namespace moegrad::plan

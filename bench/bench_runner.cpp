@@ -93,7 +93,7 @@ struct ThreadPaths {
   moegrad::Context ctx, fast_ctx;
   std::unique_ptr<OnednnNonfused> onednn_impl;
   std::string onednn_why, onednn_name;
-  uint64_t fused_ws = 0, fast_ws = 0, onednn_ws = 0;
+  uint64_t fused_ws = 0, fast_ws = 0, nonfused_ws = 0, onednn_ws = 0;
   TimedPath fused, fast, nonfused, onednn;
   Row fused_row, fast_row, nf_row, dnn_row;
   std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
@@ -381,7 +381,8 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
         [s, dp] {
           // The whole call: it plans and allocates its small workspace itself.
           const Clock::time_point t0 = Clock::now();
-          moegrad::check(moegrad::driver::nonfused_grad_x(dp->out_args, s->ctx.get(), dp->d_expanded_x->as<float>()));
+          moegrad::check(moegrad::driver::nonfused_grad_x(dp->out_args, s->ctx.get(), dp->d_expanded_x->as<float>(),
+                                                          &s->nonfused_ws));
           return ms_since(t0);
         },
         [dp] { dp->d_expanded_x.reset(); },
@@ -607,7 +608,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
         fill_timing(&t.fast_row, t.fast, t.fast_ws, t.fast_rss);
         report.rows.push_back(t.fast_row);
       }
-      fill_timing(&t.nf_row, t.nonfused, d_expanded_x_bytes(shape) + t.fused_ws, t.nonfused_rss);
+      fill_timing(&t.nf_row, t.nonfused, d_expanded_x_bytes(shape) + t.nonfused_ws, t.nonfused_rss);
       report.rows.push_back(t.nf_row);
       if (t.onednn_runs) {
         fill_timing(&t.dnn_row, t.onednn, t.onednn_ws, t.onednn_rss);

@@ -71,12 +71,14 @@ class Nonfused : public IsaTest {};
 
 // K = 128 is large-token's (one GEMM column block, two scatter-add blocks
 // with two threads), 200 a K whose blocks end mid-line, 7 and 1 narrower
-// than any block; padding rows and dropped slots included.
+// than any block; padding rows and dropped slots included; one token on
+// all of 64 experts (one row each).
 TEST_P(Nonfused, GivesTheScalarFusedBitsForEveryThreadCount) {
   const Dims shapes[] = {{.batch = 300, .top_k = 2, .experts = 5, .K = 128, .N = 40},
                          {.batch = 60, .top_k = 3, .experts = 4, .K = 200, .N = 33},
                          {.batch = 25, .top_k = 2, .experts = 3, .K = 7, .N = 20},
-                         {.batch = 9, .top_k = 1, .experts = 2, .K = 1, .N = 1}};
+                         {.batch = 9, .top_k = 1, .experts = 2, .K = 1, .N = 1},
+                         {.batch = 1, .top_k = 64, .experts = 64, .K = 40, .N = 24}};
   for (const Dims& d : shapes)
     for (int32_t type : {0, 1}) {
       ProblemSpec spec = make_spec(d, type, 0.85, 77);

@@ -251,9 +251,11 @@ TEST(BenchCommand, JsonRowsHaveTheIssueSchema) {
   ASSERT_EQ(c.status, 0) << c.err;
   const std::vector<const JsonObject*> rows = parse_rows(c.out);
   std::multiset<std::string> paths;
+  std::map<std::string, double> workspace;  // by path
   for (const JsonObject* r : rows) {
     const std::string path = r->at("path").string();
     paths.insert(path);
+    if (r->at("workspace_bytes").is_number()) workspace[path] = r->at("workspace_bytes").number();
     EXPECT_EQ(r->at("threads").number(), 1);
     if (path == "fma-peak") {
       for (const std::string& k : kKeys) {
@@ -286,6 +288,9 @@ TEST(BenchCommand, JsonRowsHaveTheIssueSchema) {
     }
   }
   EXPECT_EQ(paths, (std::multiset<std::string>{"fma-peak", "fused", "nonfused", "onednn-nonfused"}));
+  // One thread: the non-fused path's own workspace is the fused plan's (the
+  // same tables, one worker's regions) beside its 4*M*K intermediate.
+  EXPECT_EQ(workspace["nonfused"] - 4.0 * 128 * 64, workspace["fused"]);
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;  // every cross-check passed
 }
 

@@ -3,13 +3,18 @@
 // the public C API.
 #pragma once
 
+#include <cstddef>
+
 #include "moegrad/moegrad.h"
 
 namespace moegrad::driver {
 
 // Validates and plans like moegrad_grad_x_get_workspace_size, allocates its
 // own workspace, fills d_expanded_x ([M, K] row-major, caller-allocated) and
-// args.grad_x. ctx may be NULL (default context).
-moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x);
+// args.grad_x. ctx may be NULL (default context). *workspace_bytes (if
+// given) receives the size of the workspace it allocated: the fused plan's
+// tables, with packing regions for every thread of ctx.
+moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x,
+                               size_t* workspace_bytes = nullptr);
 
 }  // namespace moegrad::driver

@@ -15,8 +15,10 @@ using FmaLoopFn = uint64_t (*)(uint64_t iterations, float a, float b, float* sin
 // The loop on one thread count, sized once (a warm-up run that lets the
 // clocks ramp up) to about 100 ms a run. `moegrad bench` runs it at the
 // start and then in every shape's timing rounds, interleaved with the paths,
-// so the peak it reports (the median over all runs) and the paths' speeds
-// come from the same minutes of a shared machine.
+// so the peak it reports (the median over all runs) comes from the same
+// session as the paths' speeds. It is one figure per thread count (issue
+// 3's schema has one fma-peak row each), so a shape timed while a shared
+// host ran slower than the session's median reads a lower fraction.
 class FmaLoop {
  public:
   explicit FmaLoop(int threads);

@@ -103,7 +103,11 @@ OnednnPrepare DnnlNonfused::prepare_or_throw(const BenchProblem& p, int threads,
       const memory::desc dst_md({rows, K}, memory::data_type::f32, memory::format_tag::ab);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_md, dst_md), attr, engine_);
       scratchpad_bytes_ = std::max<uint64_t>(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-      if (implementation_.empty()) implementation_ = pd.impl_info_str();
+      // Every distinct kernel oneDNN picked, in expert order: row counts
+      // may select different ones.
+      const std::string impl = pd.impl_info_str();
+      if (implementation_.empty()) implementation_ = impl;
+      else if (("+" + implementation_ + "+").find("+" + impl + "+") == std::string::npos) implementation_ += "+" + impl;
       pds.emplace(rows, pd);
     }
     for (const auto& [rows, pd] : pds) by_rows_.emplace(rows, dnnl::matmul(pd));

@@ -97,7 +97,9 @@ typedef struct moegrad_moe_init_routing_args {
   int64_t* num_rows;                /* optional output (may be NULL): M */
 } moegrad_moe_init_routing_args;
 
-/* R for the given sizes and limits (validates them like the operator does). */
+/* R for the given sizes and limits (validates them like the operator does;
+ * MOEGRAD_STATUS_SIZE_OVERFLOW where R would pass 2^31-1, a dimension's
+ * limit, so that no caller allocates outputs the operator must refuse). */
 MOEGRAD_API moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
                                                              int64_t active_num, int64_t capacity,
                                                              int64_t* max_rows);

@@ -44,6 +44,11 @@ moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_expert
   if (active_num >= 0) rows = std::min(rows, active_num);
   int64_t capped = 0;
   if (capacity >= 0 && !__builtin_mul_overflow(num_experts, capacity, &capped)) rows = std::min(rows, capped);
+  // R is expanded_x's first dimension: past SPEC §4's limit no call could
+  // pass it (and a caller sizing buffers from R would allocate for nothing).
+  if (rows > kMaxDim)
+    return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "R = min(batch*top_k, active_num, G*capacity) = %" PRId64
+                " rows: more than a dimension may have (2^31-1); set active_num or capacity", rows);
   *max_rows = rows;
   return MOEGRAD_STATUS_SUCCESS;
 }
@@ -78,6 +83,9 @@ moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args,
                 ", %" PRId64 "] (R = min(batch*top_k, active_num, G*capacity))", ex.dim(0), ex.dim(1), R_, K_);
   const bool to_original = row_idx_type_ == MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL;
   const int64_t idx_len = to_original ? R_ : slots;
+  if (idx_len > kMaxDim)
+    return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "row_idx_type=1 needs an expanded_row_idx of batch*top_k=%" PRId64
+                " elements: more than a dimension may have (2^31-1); use row_idx_type 0", idx_len);
   if (idx.dim(0) != idx_len)
     return fail(MOEGRAD_STATUS_OUTPUT_SHAPE, "expanded_row_idx.shape=[%" PRId64 "] but row_idx_type=%d needs [%s]=[%"
                 PRId64 "]", idx.dim(0), row_idx_type_, to_original ? "R" : "batch*top_k", idx_len);

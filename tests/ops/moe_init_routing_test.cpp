@@ -214,6 +214,17 @@ TEST(MoeInitRouting, MaxRows) {
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 0, 1, 1, &rows), MOEGRAD_STATUS_EMPTY_DIMENSION);
   EXPECT_STREQ(moegrad_last_error_message(), "num_experts=0 must be >= 1");
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(INT64_MAX, 2, 1, 1, 1, &rows), MOEGRAD_STATUS_SIZE_OVERFLOW);
+  // R is a dimension of expanded_x: at most 2^31 - 1, whatever limits it.
+  rows = -1;
+  EXPECT_EQ(moegrad_moe_init_routing_max_rows(int64_t{1} << 30, 2, 4, MOEGRAD_NO_LIMIT, MOEGRAD_NO_LIMIT, &rows),
+            MOEGRAD_STATUS_SIZE_OVERFLOW);
+  EXPECT_EQ(rows, -1);
+  ASSERT_EQ(moegrad_moe_init_routing_max_rows(int64_t{1} << 30, 2, 4, (int64_t{1} << 31) - 1, MOEGRAD_NO_LIMIT, &rows),
+            MOEGRAD_STATUS_SUCCESS);
+  EXPECT_EQ(rows, (int64_t{1} << 31) - 1);
+  ASSERT_EQ(moegrad_moe_init_routing_max_rows(int64_t{1} << 30, 2, 4, MOEGRAD_NO_LIMIT, 1000, &rows),
+            MOEGRAD_STATUS_SUCCESS);
+  EXPECT_EQ(rows, 4000);
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 1, 1, 1, nullptr), MOEGRAD_STATUS_NULL_POINTER);
   // It validates like planning, and clears the last message as planning does.
   EXPECT_STRNE(moegrad_last_error_message(), "");

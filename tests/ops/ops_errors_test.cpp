@@ -173,6 +173,20 @@ TEST(OpsErrors, MoeInitRouting) {
          f.args.active_num = 8;
          f.tidx.dtype = {kDLInt, 32, 1};
        }, MOEGRAD_STATUS_SIZE_OVERFLOW, "plan", "use int64"},
+      // 2^30 tokens x top-2 with no limit: R = 2^31 rows, one more than a
+      // dimension may have, so no expanded_x could be passed.
+      {"R past 2^31 - 1", [](Fx& f) {
+         f.reshape(f.tx, {int64_t{1} << 30, 3}, {0, 1});
+         f.reshape(f.te, {int64_t{1} << 30, 2}, {0, 0});
+       }, MOEGRAD_STATUS_SIZE_OVERFLOW, "plan", "= 2147483648 rows"},
+      // The same with R limited to 8: type 1's index would still need
+      // batch*top_k = 2^31 elements.
+      {"type 1 index past 2^31 - 1", [](Fx& f) {
+         f.reshape(f.tx, {int64_t{1} << 30, 3}, {0, 1});
+         f.reshape(f.te, {int64_t{1} << 30, 2}, {0, 0});
+         f.args.active_num = 8;
+         f.args.row_idx_type = 1;
+       }, MOEGRAD_STATUS_SIZE_OVERFLOW, "plan", "batch*top_k=2147483648 elements"},
       {"expert 3 of 3", [](Fx& f) { f.e.set_index(f.e.offset({2, 1}), 3); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",
        "expert_idx[2, 1]=3"},
       {"expert -1", [](Fx& f) { f.e.set_index(f.e.offset({3, 0}), -1); }, MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "run",

@@ -18,6 +18,8 @@ grad, with grad mode on, warns); the PyTorch autograd layer is moegrad.torch
 (imported on demand).
 """
 
+import numpy as np
+
 from . import _arrays
 from ._moegrad import Context, Error, isa_available
 from . import _moegrad as _C
@@ -71,6 +73,17 @@ def _out_dtype(out_dtype, like):
     return _arrays.dtype_choice("out_dtype", out_dtype, ("float32", "float16", "bfloat16"))
 
 
+def _check_out_dtype(out_dtype, out):
+    """out_dtype given beside out=: it must name out's dtype, or the call
+    would write another dtype than the one asked for."""
+    if out_dtype is None:
+        return
+    want = _arrays.dtype_choice("out_dtype", out_dtype, ("float32", "float16", "bfloat16"))
+    have = _arrays.dtype_name(out) if hasattr(out, "dtype") else np.asarray(out).dtype.name
+    if have != want:
+        raise ValueError(f"out_dtype={want!r} but out is {have}: leave out_dtype unset or make them agree")
+
+
 def _context(context):
     if context is not None and not isinstance(context, Context):
         raise TypeError(f"context must be a moegrad.Context or None, got {type(context).__name__}")
@@ -109,6 +122,8 @@ def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=No
         rows = 0  # the operator below reports the problem in full
     expanded_x = _arrays.empty(x, (rows, K), _arrays.dtype_name(x))
     idx_len = rows if row_idx_type == 0 else batch * top_k
+    if idx_len > _arrays.MAX_DIM:
+        idx_len = 0  # no such array may be passed: the operator says why, nothing huge is allocated
     expanded_row_idx = _arrays.empty(x, (idx_len,), index_dtype)
     group_list = _arrays.empty(x, (G,), index_dtype)
     M = _C.moe_init_routing(x, expert_idx, expanded_x, expanded_row_idx, group_list, active, cap,
@@ -125,7 +140,8 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
 
     x: [M, K]; weight: [G, K, N] (any strides, e.g. a transposed view);
     group_list: [G] counts (or cumsums). y is [M, N] in x's dtype (rounded
-    once) or out_dtype='float32'; `out` receives it if given.
+    once) or out_dtype='float32'; `out` receives it if given (out_dtype, if
+    given too, must name out's dtype).
     """
     x, weight, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (weight, "weight"),
                                                                  (group_list, "group_list")))
@@ -134,6 +150,7 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:  # a caller's array: checked, and marked as written once written
+        _check_out_dtype(out_dtype, out)
         _arrays.check_out(out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
     _arrays.mark_written(out)
@@ -146,7 +163,8 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
 
     x: [M, K]; grad_y: [M, N]; returns [G, K, N] in x's dtype or
     out_dtype='float32' (an empty expert gives zeros). accumulate=True adds
-    into `out`, which must then be a float32 [G, K, N] array (main_grad style).
+    into `out`, which must then be a float32 [G, K, N] array (main_grad style);
+    out_dtype, if given with `out`, must name out's dtype.
     """
     x, grad_y, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (grad_y, "grad_y"),
                                                                  (group_list, "group_list")))
@@ -157,6 +175,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:
+        _check_out_dtype(out_dtype, out)
         _arrays.check_out(out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
                                   bool(accumulate), _context(context))

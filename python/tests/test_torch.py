@@ -366,6 +366,46 @@ def test_an_out_torch_refuses_in_place_is_not_written():
                       M + 1, what="accumulated once")
 
 
+def test_moe_init_routing_refuses_outputs_no_call_could_take_before_allocating_them():
+    """2^30 tokens x top-2 (broadcast views, nothing read): R = 2^31 rows
+    with no limit, and type 1's index 2^31 elements even with R limited,
+    each one more than a dimension may have. The library says so before
+    any output is allocated (they were allocated in full first: 24 GiB)."""
+    x = torch.zeros(1, 3).expand(2**30, 3)
+    experts = torch.zeros(1, 1, dtype=torch.int64).expand(2**30, 2)
+    with pytest.raises(moegrad.Error, match="= 2147483648 rows") as info:
+        moegrad.moe_init_routing(x, experts, 4)
+    assert info.value.status == "MOEGRAD_STATUS_SIZE_OVERFLOW"
+    with pytest.raises(moegrad.Error, match="batch\\*top_k=2147483648 elements") as info:
+        moegrad.moe_init_routing(x, experts, 4, active_num=8, row_idx_type=1)
+    assert info.value.status == "MOEGRAD_STATUS_SIZE_OVERFLOW"
+
+
+def test_out_dtype_must_name_the_dtype_of_out():
+    """out_dtype beside out=: a dtype out does not have was once ignored,
+    and the call wrote out's dtype (f16 where float32 was asked for)."""
+    M, K, N, G = 6, 4, 5, 2
+    x, w, counts = torch.randn(M, K).half(), torch.randn(G, K, N).half(), torch.tensor([2, 4])
+    gy = torch.randn(M, N).half()
+    y = torch.full((M, N), float("nan"), dtype=torch.float16)
+    with pytest.raises(ValueError, match="out_dtype='float32' but out is float16"):
+        moegrad.grouped_matmul(x, w, counts, out_dtype="float32", out=y)
+    assert torch.isnan(y).all()
+    with pytest.raises(ValueError, match="out_dtype='float64' is not one of"):
+        moegrad.grouped_matmul(x, w, counts, out_dtype="float64", out=y)
+    main_grad = torch.ones(G, K, N)
+    with pytest.raises(ValueError, match="out_dtype='float16' but out is float32"):
+        moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, out_dtype="float16", accumulate=True)
+    assert torch.equal(main_grad, torch.ones(G, K, N))
+    y_np = np.full((M, N), np.nan, dtype=np.float32)
+    with pytest.raises(ValueError, match="out_dtype='float16' but out is float32"):
+        moegrad.grouped_matmul(x.numpy(), w.numpy(), counts.numpy(), out_dtype="float16", out=y_np)
+    assert np.isnan(y_np).all()
+    # Agreeing, out_dtype changes nothing: the same bits as without it.
+    moegrad.grouped_matmul(x, w, counts, out_dtype=torch.float16, out=y)
+    assert torch.equal(y, moegrad.grouped_matmul(x, w, counts))
+
+
 def test_differentiating_through_the_backward_raises():
     """A loss built from moe_experts' gradients (create_graph=True) depends
     on the weight through grad_x; its gradient must not come out silently

@@ -25,7 +25,9 @@ using GemmUkernelFn = void (*)(size_t kc, const float* a_packed, const float* b_
 
 // Packs grad_y rows rows[0..mr), columns [n0, n0 + kc) as A[p][MR], widened to
 // f32, rows mr..MR-1 zero. Element (i, n) lives at src + i*row_stride + n*col_stride
-// (strides in elements).
+// (strides in elements). rows must be strictly ascending (every caller's
+// are): the vector packers read rows[0]..rows[mr-1] as one block when the
+// two ends are mr - 1 apart.
 using PackAFn = void (*)(const void* src, int64_t row_stride, int64_t col_stride,
                          const int32_t* rows, size_t mr, size_t n0, size_t kc, float* a_packed);
 

@@ -139,8 +139,17 @@ TEST(Api, LastErrorMessageSurvivesSettersAndIsClearedBySuccessfulRuns) {
 
 // ---- contexts -----------------------------------------------------------------------
 
-// The default thread count: one per CPU the creating thread may use.
-int64_t allowed_cpu_count() { return static_cast<int64_t>(moegrad::test::allowed_cpus().size()); }
+// The default thread count (README "Threads"): one per CPU the creating
+// thread may use, at most a cgroup CPU limit rounded up (and at least 1).
+// The affinity mask is read here directly; the limit's parsing has its own
+// tests (cgroup_cpu_limit_test, cgroup_limit_test.sh). Without the limit a
+// container run with --cpus would fail these tests though the library is right.
+int64_t allowed_cpu_count() {
+  const auto affinity = static_cast<int64_t>(moegrad::test::allowed_cpus().size());
+  const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();
+  if (!limit || affinity == 0) return affinity;
+  return std::clamp<int64_t>(static_cast<int64_t>(std::ceil(*limit)), 1, affinity);
+}
 
 TEST(Context, DefaultsWithoutEnvironment) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
@@ -379,7 +388,8 @@ TEST(Executor, DestroyWithoutRunning) {
 
 // The reported size is exact and the only memory of size the run uses: the
 // workspace ends right before a PROT_NONE page, so reading or writing past
-// it faults. It is bounded by 8*L bytes plus a few MiB (SPEC §6).
+// it faults. It is bounded by 8*L bytes plus a few MiB (SPEC §6), with a
+// fixed 4 threads: each worker adds its own regions, whatever the CPU count.
 TEST(Executor, WorkspaceIsExactAndBounded) {
   const long page = sysconf(_SC_PAGESIZE);
   for (int32_t type : {0, 1}) {
@@ -389,7 +399,7 @@ TEST(Executor, WorkspaceIsExactAndBounded) {
     const auto want = compute(p);
     HostTensor gx = p.make_grad_x();
     Call call(p, gx);
-    auto ctx = make_context();
+    auto ctx = make_context(MOEGRAD_ISA_AUTO, 4);
     size_t ws = 0;
     moegrad_executor* raw = nullptr;
     ASSERT_EQ(moegrad_grad_x_get_workspace_size(&call.args, ctx.get(), &ws, &raw), MOEGRAD_STATUS_SUCCESS);

@@ -3,8 +3,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -42,11 +44,22 @@ int element_bytes(moegrad::cli::NpyDtype d) {
 
 // A memory-backed file: the loader opens a path, and /proc/self/fd/N of a
 // memfd is one without touching the disk.
+// The input as a file NpyArray::load can open: an anonymous memfd, or where
+// that is refused (seccomp, gVisor, no /proc) a temporary file, removed
+// when done.
 class MemFile {
  public:
   MemFile(const uint8_t* data, size_t size) {
     fd_ = memfd_create("mgh_npy", MFD_CLOEXEC);
-    if (fd_ < 0) return;
+    if (fd_ >= 0) {
+      path_ = "/proc/self/fd/" + std::to_string(fd_);
+    } else {
+      const char* dir = std::getenv("TMPDIR");
+      std::string name = std::string(dir != nullptr && *dir != '\0' ? dir : "/tmp") + "/mgh_npy_XXXXXX";
+      fd_ = mkstemp(name.data());
+      if (fd_ < 0) return;
+      path_ = unlink_ = name;
+    }
     size_t done = 0;
     while (done < size) {
       const ssize_t n = ::write(fd_, data + done, size - done);
@@ -57,13 +70,17 @@ class MemFile {
   }
   ~MemFile() {
     if (fd_ >= 0) ::close(fd_);
+    if (!unlink_.empty()) ::unlink(unlink_.c_str());
   }
+  MemFile(const MemFile&) = delete;
+  MemFile& operator=(const MemFile&) = delete;
   bool ok() const { return ok_; }
-  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_); }
+  const std::string& path() const { return path_; }
 
  private:
   int fd_ = -1;
   bool ok_ = false;
+  std::string path_, unlink_;
 };
 
 std::string check_header(std::string_view text) {
@@ -105,7 +122,7 @@ std::string check_header(std::string_view text) {
 
 std::string check_load(const uint8_t* data, size_t size) {
   MemFile file(data, size);
-  if (!file.ok()) return "";  // no memfd here: nothing to check
+  if (!file.ok()) return "cannot write the input to a memfd or a temporary file to load it";
   try {
     const NpyArray a = NpyArray::load(file.path());
     const DLTensor& t = a.tensor();

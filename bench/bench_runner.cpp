@@ -548,6 +548,8 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
                           "; ratios across groups compare different minutes");
   }
   starts.push_back(runs.size());
+  std::vector<size_t> loop_runs_before;  // each loop's run count before this shape's rounds
+  for (const FmaLoop* loop : fma_loops) loop_runs_before.push_back(loop->runs());
   for (size_t g = 0; g + 1 < starts.size(); ++g) {
     std::vector<TimedPath*> timed;
     std::string what = shape.name;
@@ -588,6 +590,19 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     for (TimedPath* path : timed) path->release();
     for (size_t i = starts[g]; i < starts[g + 1]; ++i) free_buffers(*runs[i]);
   }
+
+  // The run's fma-peak (one figure per thread count, as the JSON has it)
+  // mixes every shape's minutes; this shape's own say how fast the host was
+  // while it was timed.
+  std::string own;
+  for (size_t i = 0; i < fma_loops.size(); ++i) {
+    const std::optional<double> g = fma_loops[i]->median_since(loop_runs_before[i]);
+    if (!g) continue;
+    own += (own.empty() ? "" : ", ") + std::to_string(fma_loops[i]->threads()) +
+           (fma_loops[i]->threads() == 1 ? " thread " : " threads ") + format_g("%.1f", *g) + " GFLOP/s";
+  }
+  if (!own.empty())
+    add_note(&report, "the FMA loop in this shape's rounds: " + own + " (%peak is against the whole run's fma-peak)");
 
   report.reps = reps.value_or(0);  // 0: no group timed (no dtype)
   auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <thread>
 #include <vector>
 
@@ -76,9 +77,11 @@ void FmaLoop::run() {
   gflops_.push_back(flops / seconds * 1e-9);
 }
 
-std::optional<double> FmaLoop::peak_gflops() const {
-  if (gflops_.empty()) return std::nullopt;
-  return summarize(gflops_).median;
+std::optional<double> FmaLoop::peak_gflops() const { return median_since(0); }
+
+std::optional<double> FmaLoop::median_since(size_t first) const {
+  if (first >= gflops_.size()) return std::nullopt;
+  return summarize(std::vector<double>(gflops_.begin() + static_cast<std::ptrdiff_t>(first), gflops_.end())).median;
 }
 
 }  // namespace moegrad::bench

@@ -3,6 +3,7 @@
 // "fraction of peak" in `moegrad bench`.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -30,6 +31,10 @@ class FmaLoop {
   // The median GFLOP/s of the runs so far (total over all threads);
   // nullopt without AVX2/AVX-512 or before the first run.
   std::optional<double> peak_gflops() const;
+  // The runs so far, and the median of those from run `first` on (one
+  // shape's rounds: the host's speed in those minutes); nullopt if none.
+  size_t runs() const { return gflops_.size(); }
+  std::optional<double> median_since(size_t first) const;
 
  private:
   int threads_;

@@ -547,6 +547,10 @@ TEST(BenchCommand, HumanTablePerShape) {
   EXPECT_NE(c.out.find("4*M*K = 32.0 KiB; 1 rep)\n"), std::string::npos) << c.out;
   EXPECT_NE(c.err.find(", 1 round"), std::string::npos) << c.err;
   EXPECT_EQ(c.err.find(", 1 rounds"), std::string::npos) << c.err;
+  // The loop's speed in this shape's own round, beside the run's fma-peak
+  // (where the CPU has no AVX2 or AVX-512 there is no loop, and no note).
+  const bool loop = c.out.find("fma-peak  1 thread: ") != std::string::npos;
+  EXPECT_EQ(c.out.find("  note: the FMA loop in this shape's rounds: 1 thread ") != std::string::npos, loop) << c.out;
 }
 
 // Thread counts follow the CPUs the process may use: pinned to one CPU,

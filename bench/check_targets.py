@@ -113,52 +113,58 @@ def targets(shape, dtype, mode, threads):
     return own + ["workspace"]
 
 
+def evaluate(name, key, what, row, peaks, paths):
+    """Target `name` of the measured fused row `row` (key: shape, dtype,
+    mode, threads; `what` names it): (line's label, ratio, bound, at_least),
+    or the reason it cannot be shown."""
+    shape, dtype, mode, threads = key
+    if name == "peak":
+        if not peaks.get(threads):
+            return "no fma-peak row for this thread count"
+        return what + " fused/fma-peak", row["gflops"] / peaks[threads], PEAK[shape], True
+    if name == "vs-onednn":
+        onednn = paths.get((shape, dtype, mode, threads, "onednn-nonfused"))
+        if not measured(onednn):
+            return "no oneDNN time"
+        return what + " fused/oneDNN time", row["ms"] / onednn["ms"], VS_ONEDNN, False
+    if name == "threads":
+        one = paths.get((shape, dtype, mode, 1, "fused"))
+        if not measured(one):
+            return "no 1-thread fused time"
+        return f"{shape} f32 fused 1-thread/2-thread time", one["ms"] / row["ms"], THREADS, True
+    if name == "half-rate":
+        f32 = paths.get((shape, "f32", "exact", threads, "fused"))
+        if not measured(f32):
+            return "no f32 fused time"
+        return what + " GFLOP/s / f32's", row["gflops"] / f32["gflops"], HALF_RATE, True
+    if name == "fast-bf16":
+        onednn = paths.get((shape, "bf16", "exact", threads, "onednn-nonfused"))
+        if not measured(onednn):
+            return "no oneDNN bf16 time"
+        return what + " fused/oneDNN bf16 time", row["ms"] / onednn["ms"], FAST_BF16, False
+    # workspace
+    if row.get("workspace_bytes") is None or row.get("batch") is None:
+        return "no workspace bytes"
+    cap = 8 * row["batch"] * row["top_k"] + WORKSPACE_SLACK
+    return what + " workspace/(8*L + 4 MiB)", row["workspace_bytes"] / cap, 1.0, False
+
+
 def check(peaks, paths):
     c = Checks()
     fused = [k[:4] for k in paths if k[4] == "fused"]  # in the run's order
-    for shape, dtype, mode, threads in fused + [r for r in ISSUE_ROWS if r not in fused]:
-        row = paths.get((shape, dtype, mode, threads, "fused"))
+    for key in fused + [r for r in ISSUE_ROWS if r not in fused]:
+        shape, dtype, mode, threads = key
+        row = paths.get(key + ("fused",))
         what = f"{shape} {dtype}{'' if mode == 'exact' else ' ' + mode} t={threads}"
-        if not measured(row):
-            why = "no fused row in this run" if row is None else "the fused path was not measured"
-            for name in targets(shape, dtype, mode, threads):
-                c.na(name, what, why)
-            continue
-        if dtype == "f32" and mode == "exact":
-            if shape in PEAK:
-                if peaks.get(threads):
-                    c.ratio("peak", what + " fused/fma-peak", row["gflops"] / peaks[threads], PEAK[shape], True)
-                else:
-                    c.na("peak", what, "no fma-peak row for this thread count")
-            onednn = paths.get((shape, dtype, mode, threads, "onednn-nonfused"))
-            if measured(onednn):
-                c.ratio("vs-onednn", what + " fused/oneDNN time", row["ms"] / onednn["ms"], VS_ONEDNN, False)
+        for name in targets(*key):
+            if not measured(row):
+                c.na(name, what, "no fused row in this run" if row is None else "the fused path was not measured")
+                continue
+            result = evaluate(name, key, what, row, peaks, paths)
+            if isinstance(result, str):
+                c.na(name, what, result)
             else:
-                c.na("vs-onednn", what, "no oneDNN time")
-            if threads == 2:
-                one = paths.get((shape, dtype, mode, 1, "fused"))
-                if measured(one):
-                    c.ratio("threads", f"{shape} f32 fused 1-thread/2-thread time", one["ms"] / row["ms"], THREADS,
-                            True)
-                else:
-                    c.na("threads", what, "no 1-thread fused time")
-        elif mode == "exact":
-            f32 = paths.get((shape, "f32", "exact", threads, "fused"))
-            if measured(f32):
-                c.ratio("half-rate", what + " GFLOP/s / f32's", row["gflops"] / f32["gflops"], HALF_RATE, True)
-            else:
-                c.na("half-rate", what, "no f32 fused time")
-        elif dtype == "bf16" and mode == "fast-bf16" and shape in FAST_BF16_SHAPES:
-            onednn = paths.get((shape, "bf16", "exact", threads, "onednn-nonfused"))
-            if measured(onednn):
-                c.ratio("fast-bf16", what + " fused/oneDNN bf16 time", row["ms"] / onednn["ms"], FAST_BF16, False)
-            else:
-                c.na("fast-bf16", what, "no oneDNN bf16 time")
-        if row.get("workspace_bytes") is not None and row.get("batch") is not None:
-            cap = 8 * row["batch"] * row["top_k"] + WORKSPACE_SLACK
-            c.ratio("workspace", what + " workspace/(8*L + 4 MiB)", row["workspace_bytes"] / cap, 1.0, False)
-        else:
-            c.na("workspace", what, "no workspace bytes")
+                c.ratio(name, *result)
     return c
 
 

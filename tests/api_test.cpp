@@ -144,7 +144,7 @@ TEST(Api, LastErrorMessageSurvivesSettersAndIsClearedBySuccessfulRuns) {
 // The affinity mask is read here directly; the limit's parsing has its own
 // tests (cgroup_cpu_limit_test, cgroup_limit_test.sh). Without the limit a
 // container run with --cpus would fail these tests though the library is right.
-int64_t allowed_cpu_count() {
+int64_t default_thread_count() {
   const auto affinity = static_cast<int64_t>(moegrad::test::allowed_cpus().size());
   const std::optional<double> limit = moegrad::runtime::cgroup_cpu_limit();
   if (!limit || affinity == 0) return affinity;
@@ -155,7 +155,7 @@ TEST(Context, DefaultsWithoutEnvironment) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
   ScopedEnv isa("MOEGRAD_ISA", std::nullopt);
   moegrad::Context ctx;
-  EXPECT_EQ(ctx.num_threads(), allowed_cpu_count());
+  EXPECT_EQ(ctx.num_threads(), default_thread_count());
   EXPECT_EQ(ctx.isa(), fastest_isa()) << "got " << isa_label(ctx.isa());
 }
 
@@ -208,7 +208,7 @@ TEST(Context, SettersAndGetters) {
   ctx.set_num_threads(5);
   EXPECT_EQ(ctx.num_threads(), 5);
   ctx.set_num_threads(0);
-  EXPECT_EQ(ctx.num_threads(), allowed_cpu_count()) << "0 restores the default";
+  EXPECT_EQ(ctx.num_threads(), default_thread_count()) << "0 restores the default";
   ctx.set_isa(MOEGRAD_ISA_SCALAR);
   EXPECT_EQ(ctx.isa(), MOEGRAD_ISA_SCALAR);
   ctx.set_isa(MOEGRAD_ISA_AUTO);

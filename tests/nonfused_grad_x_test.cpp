@@ -72,7 +72,7 @@ class Nonfused : public IsaTest {};
 // K = 128 is large-token's (one GEMM column block, two scatter-add blocks
 // with two threads), 200 a K whose blocks end mid-line, 7 and 1 narrower
 // than any block; padding rows and dropped slots included; one token on
-// all of 64 experts (one row each).
+// 64 experts (a row each, where its slot is kept).
 TEST_P(Nonfused, GivesTheScalarFusedBitsForEveryThreadCount) {
   const Dims shapes[] = {{.batch = 300, .top_k = 2, .experts = 5, .K = 128, .N = 40},
                          {.batch = 60, .top_k = 3, .experts = 4, .K = 200, .N = 33},

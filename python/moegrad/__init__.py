@@ -78,7 +78,7 @@ def _check_out_dtype(out_dtype, out):
     would write another dtype than the one asked for."""
     if out_dtype is None:
         return
-    want = _arrays.dtype_choice("out_dtype", out_dtype, ("float32", "float16", "bfloat16"))
+    want = _out_dtype(out_dtype, out)
     have = _arrays.dtype_name(out) if hasattr(out, "dtype") else np.asarray(out).dtype.name
     if have != want:
         raise ValueError(f"out_dtype={want!r} but out is {have}: leave out_dtype unset or make them agree")
@@ -150,8 +150,8 @@ def grouped_matmul(x, weight, group_list, *, group_list_type="count", out_dtype=
         shape = (_arrays.dim(x, 0), _arrays.dim(weight, 2))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:  # a caller's array: checked, and marked as written once written
-        _check_out_dtype(out_dtype, out)
         _arrays.check_out(out)
+        _check_out_dtype(out_dtype, out)
     _C.grouped_matmul(x, weight, group_list, out, _arrays.group_list_type(group_list_type), _context(context))
     _arrays.mark_written(out)
     return out
@@ -175,8 +175,8 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         shape = (_arrays.dim(group_list, 0), _arrays.dim(x, 1), _arrays.dim(grad_y, 1))
         out = _arrays.empty(x, shape, _out_dtype(out_dtype, x))
     else:
-        _check_out_dtype(out_dtype, out)
         _arrays.check_out(out)
+        _check_out_dtype(out_dtype, out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
                                   bool(accumulate), _context(context))
     _arrays.mark_written(out)

@@ -267,7 +267,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
       a_pack_floats = std::max(a_pack_floats, rows * plan.panel_words(plan.pack_span(rows)));
   }
   if (regions == RegionsFor::kFusedItems)
-    plan.workers = static_cast<int>(std::min<int64_t>(plan.workers, std::max<int64_t>(plan.work_items(), 1)));
+    plan.workers = static_cast<int>(std::min<int64_t>(plan.workers, plan.work_items()));  // items >= 1
   size_t cursor = 0;
   size_t table_bytes = 0;
   bool ok = !__builtin_mul_overflow(static_cast<size_t>(p.M), sizeof(int32_t), &table_bytes) &&

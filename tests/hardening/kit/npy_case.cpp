@@ -42,11 +42,9 @@ int element_bytes(moegrad::cli::NpyDtype d) {
   return 0;
 }
 
-// A memory-backed file: the loader opens a path, and /proc/self/fd/N of a
-// memfd is one without touching the disk.
-// The input as a file NpyArray::load can open: an anonymous memfd, or where
-// that is refused (seccomp, gVisor, no /proc) a temporary file, removed
-// when done.
+// The input as a file NpyArray::load can open (it takes a path): a memfd's
+// /proc/self/fd/N without touching the disk, or where that is refused
+// (seccomp, gVisor, no /proc) a temporary file, removed when done.
 class MemFile {
  public:
   MemFile(const uint8_t* data, size_t size) {

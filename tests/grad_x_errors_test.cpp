@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -198,6 +199,14 @@ TEST(Errors, BadRank) {
   }
 }
 
+// Moves t's first element to an address that is not a multiple of `align`
+// (by 4 bytes, or by 1 for align 2); the call is refused before any read.
+void misalign(DLTensor& t, uint64_t align) {
+  const uint64_t step = align == 2 ? 1 : 4;
+  const auto address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  if (address % align == 0) t.byte_offset += step;
+}
+
 TEST(Errors, BadDtype) {
   struct Case {
     const char* name;
@@ -216,6 +225,26 @@ TEST(Errors, BadDtype) {
        "dtype complex64 must be"},
       {"grad_x f16", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 16); }, "grad_x", "dtype float16 must be"},
       {"grad_x f64", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 64); }, "grad_x", "dtype float64 must be"},
+      // Where the wider type's elements would not be aligned, the dtype is
+      // still the one rule broken.
+      {"grad_y and weight f64, 4 bytes off an 8-byte boundary",
+       [](Call& c) {
+         c.grad_y.dtype = c.weight.dtype = dl_type(kDLFloat, 64);
+         misalign(c.grad_y, 8);
+       },
+       "grad_y", "dtype float64 must be"},
+      {"grad_x complex64, 4 bytes off an 8-byte boundary",
+       [](Call& c) {
+         c.grad_x.dtype = dl_type(kDLComplex, 64);
+         misalign(c.grad_x, 8);
+       },
+       "grad_x", "dtype complex64 must be"},
+      {"group_list int16 at an odd address",
+       [](Call& c) {
+         c.group_list.dtype = dl_type(kDLInt, 16);
+         misalign(c.group_list, 2);
+       },
+       "group_list", "dtype int16 must be"},
       {"expanded_row_idx int16", [](Call& c) { c.idx.dtype = dl_type(kDLInt, 16); }, "expanded_row_idx",
        "dtype int16 must be"},
       {"expanded_row_idx uint64", [](Call& c) { c.idx.dtype = dl_type(kDLUInt, 64); }, "expanded_row_idx",
@@ -448,6 +477,16 @@ TEST(Errors, NegativeGroupCount) {
       c[1] = -3;
     });
     expect_content_error(base_spec(0, dtype), corrupt, MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, {"group_list", "-3"});
+    // Running sums past M before the negative count brings the total back
+    // to M: the sign is still the only rule broken.
+    const auto past_m_first = edited_counts([](std::vector<int64_t>& c) {
+      const int64_t m = std::accumulate(c.begin(), c.end(), int64_t{0});
+      std::fill(c.begin(), c.end(), 0);
+      c[0] = m + 5;
+      c[1] = -5;
+    });
+    expect_content_error(base_spec(0, dtype), past_m_first, MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT,
+                         {"group_list[1]", "-5"});
   }
 }
 

@@ -69,7 +69,13 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
   // behaviour: its address is checked as an integer and it gets no pointer.
   const uintptr_t address = reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(t->byte_offset);
   out->data = t->data == nullptr ? nullptr : static_cast<const std::byte*>(t->data) + t->byte_offset;
-  if (elem_bytes > 0 && address % static_cast<uintptr_t>(elem_bytes) != 0)
+  // Only for an element type some tensor of the library may have: for any
+  // other, the dtype is the error (the dtype checks after this one name
+  // it), not where its elements would lie.
+  const DLDataType dt = t->dtype;
+  const bool library_element = ((dt.code == kDLFloat || dt.code == kDLBfloat) && (dt.bits == 16 || dt.bits == 32)) ||
+                               (dt.code == kDLInt && (dt.bits == 32 || dt.bits == 64));
+  if (library_element && address % static_cast<uintptr_t>(elem_bytes) != 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
                 "-byte elements", name, elem_bytes);
   return MOEGRAD_STATUS_SUCCESS;

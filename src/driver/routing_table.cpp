@@ -11,11 +11,16 @@ moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start) {
   const IndexView& gl = p.group_list;
   group_start[0] = 0;
   if (p.group_list_type == MOEGRAD_GROUP_LIST_COUNT) {
+    // Negative counts first: a later negative count may bring a sum that
+    // ran past M back to it ([9, -5] with M = 4), and then the only broken
+    // rule is the sign.
+    for (int64_t g = 0; g < p.G; ++g) {
+      if (const int64_t count = gl.at(g); count < 0)
+        return fail(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "group_list[%" PRId64 "]=%" PRId64 " is negative", g, count);
+    }
     int64_t sum = 0;
     for (int64_t g = 0; g < p.G; ++g) {
       const int64_t count = gl.at(g);
-      if (count < 0)
-        return fail(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "group_list[%" PRId64 "]=%" PRId64 " is negative", g, count);
       if (count > p.M - sum)  // also rules out overflow of the running sum
         return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH,
                     "group counts exceed M=%" PRId64 " at group_list[%" PRId64 "]=%" PRId64 " (running sum %" PRId64 ")",

@@ -73,11 +73,10 @@ std::vector<moegrad_status> content_violations(const moegrad_grad_x_args& a) {
       negative = negative || c < 0;
       overflow = overflow || __builtin_add_overflow(sum, c, &sum);
     }
-    // A negative count also makes some running sum differ from a valid
-    // split of M, so either status is a fair description.
+    // A negative count is named whatever the sum: with one, the counts
+    // cannot describe a split of M, and the sum may still equal M.
     if (negative) {
       add(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT);
-      add(MOEGRAD_STATUS_GROUP_SUM_MISMATCH);
     } else if (overflow || sum != M) {
       add(MOEGRAD_STATUS_GROUP_SUM_MISMATCH);
     }

@@ -90,7 +90,8 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_UNSUPPORTED_DEVICE = 61,   /* a tensor not on kDLCPU */
   MOEGRAD_STATUS_ISA_UNAVAILABLE = 62,      /* a forced ISA this CPU (or OS) lacks */
   MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed, or the OS would not start the
-                                               context's worker threads (the message says which) */
+                                               context's worker threads (the message says which;
+                                               the next call tries again) */
   MOEGRAD_STATUS_INTERNAL = 99,             /* a bug: please report it */
 
   /* ---- layer operators (moegrad_layer.h), numbered from 100 ------------ */

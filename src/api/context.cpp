@@ -107,7 +107,7 @@ moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
 
 }  // namespace
 
-moegrad_status init_context_from_env(moegrad_context* ctx) {
+moegrad_status read_context_env(moegrad_context* ctx) {
   ctx->default_threads = default_thread_count();
   unsigned long long threads = static_cast<unsigned long long>(ctx->default_threads);
   if (auto s = parse_env_count("MOEGRAD_NUM_THREADS", "an integer", 1, kMaxThreads, &threads)) return s;
@@ -134,6 +134,11 @@ moegrad_status init_context_from_env(moegrad_context* ctx) {
           parse_cache_bytes("MOEGRAD_L2_BYTES", runtime::kMinL2Bytes, runtime::kMaxL2Bytes, &ctx->caches.l2);
       s != MOEGRAD_STATUS_SUCCESS)
     return s;
+  return MOEGRAD_STATUS_SUCCESS;
+}
+
+moegrad_status init_context_from_env(moegrad_context* ctx) {
+  if (moegrad_status s = read_context_env(ctx); s != MOEGRAD_STATUS_SUCCESS) return s;
   return ctx->resize_pool(ctx->num_threads);
 }
 
@@ -245,10 +250,16 @@ void build_default_context() {
   if (g_default.instance == nullptr) {
     g_default.status = fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate the default context");
   } else {
-    g_default.status = init_context_from_env(g_default.instance);
+    g_default.status = read_context_env(g_default.instance);
     if (g_default.status != MOEGRAD_STATUS_SUCCESS) {
       delete g_default.instance;
       g_default.instance = nullptr;
+    } else {
+      // Threads that cannot be started now (a container at its pids limit
+      // for a moment) are no reason to refuse every later call: the
+      // context is kept without a pool, and each run tries to start one
+      // (moegrad_context::pool) and reports why it could not.
+      (void)g_default.instance->resize_pool(g_default.instance->num_threads);
     }
   }
   std::snprintf(g_default.message, sizeof g_default.message, "%s", moegrad_last_error_message());

@@ -50,7 +50,9 @@ namespace moegrad {
 inline constexpr const char* kContextVariables[] = {"MOEGRAD_NUM_THREADS", "MOEGRAD_ISA", "MOEGRAD_ENGINE",
                                                     "MOEGRAD_L1D_BYTES", "MOEGRAD_L2_BYTES"};
 
-// Fills ctx from the CPU and the environment (kContextVariables).
+// Fills ctx's settings from the CPU and the environment (kContextVariables).
+moegrad_status read_context_env(moegrad_context* ctx);
+// read_context_env, then starts the pool.
 moegrad_status init_context_from_env(moegrad_context* ctx);
 
 // What a context resolved to, beside what the CPU and OS offer: for reports

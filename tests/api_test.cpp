@@ -95,8 +95,11 @@ TEST(Api, IsaNamesAndAvailability) {
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_SCALAR), 1);
   // The CPU's own answer (libgcc checks CPUID and the OS-enabled state).
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+  // The AVX2 path converts f16 with F16C, and the AVX-512 path builds on
+  // the AVX2 one.
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX2) != 0, avx2);
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX512) != 0, avx512);
   EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(42)), 0);

@@ -1,7 +1,8 @@
 // runtime/cpu_features: the CPU family decoded from CPUID leaf 1, checked
-// against the families the vendors' manuals and /proc/cpuinfo give, and the
+// against the families the vendors' manuals and /proc/cpuinfo give, the
 // AMD family the library records (a prefetch in driver/grad_x_driver.cpp
-// depends on it).
+// depends on it), and which instruction-set paths the CPUID and XCR0 words
+// allow.
 #include <cpuid.h>
 #include <gtest/gtest.h>
 
@@ -42,6 +43,90 @@ TEST(CpuidFamily, AddsTheExtendedFamilyOnlyToBase0xf) {
 // The reader the next test takes its expected values from: x86 Linux lists
 // "cpu family", "model" (a number) and "model name", so a key matched as a
 // prefix would answer "cpu" with the family and "model" with the name.
+// The bits, from the Intel SDM (vol. 2A, CPUID; vol. 1, 13.3 for XCR0),
+// written out here rather than taken from the library.
+constexpr uint32_t kFma = 1u << 12, kOsxsave = 1u << 27, kAvx = 1u << 28, kF16c = 1u << 29;
+constexpr uint32_t kAvx2 = 1u << 5, kAvx512f = 1u << 16, kAvx512bw = 1u << 30, kAvx512vl = 1u << 31;
+constexpr uint32_t kAvx512bf16 = 1u << 5;  // leaf 7 subleaf 1 EAX
+constexpr uint64_t kXcr0Ymm = 0x7, kXcr0Zmm = 0xe7;  // x87 SSE AVX, + opmask ZMM_Hi256 Hi16_ZMM
+
+// A Zen 4 / Sapphire Rapids-like CPU under an OS that saves all of its state.
+moegrad::runtime::CpuidWords everything() {
+  moegrad::runtime::CpuidWords w;
+  w.leaf1_ecx = kFma | kOsxsave | kAvx | kF16c;
+  w.xcr0 = kXcr0Zmm;
+  w.max_leaf = 0xd;
+  w.leaf7_max_subleaf = 1;
+  w.leaf7_ebx = kAvx2 | kAvx512f | kAvx512bw | kAvx512vl;
+  w.leaf7_1_eax = kAvx512bf16;
+  return w;
+}
+
+struct IsaCase {
+  const char* what;
+  void (*edit)(moegrad::runtime::CpuidWords&);
+  bool avx2, avx512f, avx512bf16;
+};
+
+TEST(IsaFeatures, EachPathNeedsItsInstructionsAndTheOsSavedState) {
+  using W = moegrad::runtime::CpuidWords;
+  const IsaCase cases[] = {
+      {"everything", [](W&) {}, true, true, true},
+      {"no OSXSAVE (xgetbv not enabled)", [](W& w) { w.leaf1_ecx &= ~kOsxsave; }, false, false, false},
+      {"no AVX", [](W& w) { w.leaf1_ecx &= ~kAvx; }, false, false, false},
+      {"no FMA", [](W& w) { w.leaf1_ecx &= ~kFma; }, false, false, false},
+      {"no F16C", [](W& w) { w.leaf1_ecx &= ~kF16c; }, false, false, false},
+      {"no AVX2", [](W& w) { w.leaf7_ebx &= ~kAvx2; }, false, false, false},
+      {"no leaf 7", [](W& w) { w.max_leaf = 6; }, false, false, false},
+      {"OS saves no YMM state", [](W& w) { w.xcr0 = 0x3; }, false, false, false},
+      {"OS saves YMM but not ZMM state", [](W& w) { w.xcr0 = kXcr0Ymm; }, true, false, false},
+      {"OS saves ZMM but not the opmasks", [](W& w) { w.xcr0 = kXcr0Zmm & ~uint64_t{0x20}; }, true, false, false},
+      {"OS saves the opmasks but not Hi16_ZMM", [](W& w) { w.xcr0 = kXcr0Zmm & ~uint64_t{0x80}; }, true, false,
+       false},
+      {"no AVX512F", [](W& w) { w.leaf7_ebx &= ~kAvx512f; }, true, false, false},
+      {"no AVX512_BF16", [](W& w) { w.leaf7_1_eax = 0; }, true, true, false},
+      {"AVX512_BF16 but no AVX512BW", [](W& w) { w.leaf7_ebx &= ~kAvx512bw; }, true, true, false},
+      {"AVX512_BF16 but no AVX512VL", [](W& w) { w.leaf7_ebx &= ~kAvx512vl; }, true, true, false},
+      {"AVX512_BF16 bit in a subleaf 1 that does not exist", [](W& w) { w.leaf7_max_subleaf = 0; }, true, true,
+       false},
+      {"AVX512_BF16 without AVX512F", [](W& w) { w.leaf7_ebx &= ~kAvx512f; }, true, false, false},
+      {"AVX2 only (Haswell)",
+       [](W& w) {
+         w.xcr0 = kXcr0Ymm;
+         w.leaf7_ebx = kAvx2;
+         w.leaf7_max_subleaf = 0;
+         w.leaf7_1_eax = 0;
+       },
+       true, false, false},
+  };
+  for (const IsaCase& c : cases) {
+    SCOPED_TRACE(c.what);
+    W w = everything();
+    c.edit(w);
+    const moegrad::runtime::CpuFeatures f = moegrad::runtime::isa_features(w);
+    EXPECT_EQ(f.avx2, c.avx2);
+    EXPECT_EQ(f.avx512f, c.avx512f);
+    EXPECT_EQ(f.avx512bf16, c.avx512bf16);
+  }
+}
+
+// And on this CPU, what the library detected is what libgcc's own CPUID and
+// XGETBV reading says: the fast bf16 mode's tests skip where the library
+// finds no AVX512_BF16, so a detection that lost it would turn them into
+// skips, not failures.
+TEST(IsaFeatures, DetectedAsLibgccSeesThisCpu) {
+  __builtin_cpu_init();
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  const bool avx512f = avx2 && __builtin_cpu_supports("avx512f");
+  const bool avx512bf16 = avx512f && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                          __builtin_cpu_supports("avx512bf16");
+  const moegrad::runtime::CpuFeatures& f = moegrad::runtime::cpu_features();
+  EXPECT_EQ(f.avx2, avx2);
+  EXPECT_EQ(f.avx512f, avx512f);
+  EXPECT_EQ(f.avx512bf16, avx512bf16);
+}
+
 TEST(CpuinfoField, MatchesWholeKeysOnly) {
   using moegrad::runtime::cpuinfo_field;
   const std::string model = cpuinfo_field("model"), name = cpuinfo_field("model name");

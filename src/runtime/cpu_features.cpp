@@ -38,29 +38,24 @@ CpuFeatures detect() {
   const bool amd = __get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   if (amd) f.amd_family = cpuid_family(a);
-  const bool osxsave = c & (1u << 27);
-  const bool fma = c & (1u << 12);
-  const bool f16c = c & (1u << 29);
-  const bool avx = c & (1u << 28);
-  if (!osxsave || !avx) return f;
-  const uint64_t xcr0 = read_xcr0();
-  const bool ymm_state = (xcr0 & 0x6) == 0x6;            // SSE + AVX
-  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;          // + opmask, ZMM_Hi256, Hi16_ZMM
-  unsigned max_leaf = __get_cpuid_max(0, nullptr);
-  if (max_leaf < 7) return f;
-  __cpuid_count(7, 0, a, b, c, d);
-  const bool avx2 = b & (1u << 5);
-  const bool avx512f = b & (1u << 16);
-  const bool avx512bw = b & (1u << 30);
-  const bool avx512vl = b & (1u << 31);
-  f.avx2 = avx2 && fma && f16c && ymm_state;
-  f.avx512f = f.avx2 && avx512f && zmm_state;
-  __cpuid_count(7, 1, a, b, c, d);
-  // The avx512bf16 folder is compiled with -mavx512bf16, which implies
-  // AVX512BW in GCC, so the compiler may use BW instructions there too, and
-  // with -mavx512vl for the 256-bit vdpbf16ps of short tails. Every such CPU
-  // has BW and VL, but a hypervisor may hide one and not the other.
-  f.avx512bf16 = f.avx512f && avx512bw && avx512vl && (a & (1u << 5));
+  CpuidWords w;
+  w.leaf1_ecx = c;
+  // xgetbv faults where the OS has not enabled XSAVE (OSXSAVE clear).
+  if (c & kOsxsaveBit) w.xcr0 = read_xcr0();
+  w.max_leaf = __get_cpuid_max(0, nullptr);
+  if (w.max_leaf >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    w.leaf7_max_subleaf = a;
+    w.leaf7_ebx = b;
+    if (w.leaf7_max_subleaf >= 1) {
+      __cpuid_count(7, 1, a, b, c, d);
+      w.leaf7_1_eax = a;
+    }
+  }
+  const CpuFeatures isa = isa_features(w);
+  f.avx2 = isa.avx2;
+  f.avx512f = isa.avx512f;
+  f.avx512bf16 = isa.avx512bf16;
   return f;
 }
 
@@ -71,6 +66,32 @@ std::atomic<int> g_tuning_family_override{-1};  // tests only; -1: the detected 
 void detect_once() { g_features = detect(); }
 
 }  // namespace
+
+CpuFeatures isa_features(const CpuidWords& w) {
+  CpuFeatures f;
+  const bool osxsave = w.leaf1_ecx & kOsxsaveBit;
+  const bool fma = w.leaf1_ecx & (1u << 12);
+  const bool avx = w.leaf1_ecx & (1u << 28);
+  const bool f16c = w.leaf1_ecx & (1u << 29);
+  if (!osxsave || !avx || w.max_leaf < 7) return f;
+  const bool ymm_state = (w.xcr0 & 0x6) == 0x6;    // SSE + AVX
+  const bool zmm_state = (w.xcr0 & 0xe6) == 0xe6;  // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool avx2 = w.leaf7_ebx & (1u << 5);
+  const bool avx512f = w.leaf7_ebx & (1u << 16);
+  const bool avx512bw = w.leaf7_ebx & (1u << 30);
+  const bool avx512vl = w.leaf7_ebx & (1u << 31);
+  // Subleaf 1 exists only where subleaf 0 says so; beyond that, what CPUID
+  // returns is not defined to be zero on every hypervisor.
+  const bool avx512bf16 = w.leaf7_max_subleaf >= 1 && (w.leaf7_1_eax & (1u << 5));
+  f.avx2 = avx2 && fma && f16c && ymm_state;
+  f.avx512f = f.avx2 && avx512f && zmm_state;
+  // The avx512bf16 folder is compiled with -mavx512bf16, which implies
+  // AVX512BW in GCC, so the compiler may use BW instructions there too, and
+  // with -mavx512vl for the 256-bit vdpbf16ps of short tails. Every such CPU
+  // has BW and VL, but a hypervisor may hide one and not the other.
+  f.avx512bf16 = f.avx512f && avx512bw && avx512vl && avx512bf16;
+  return f;
+}
 
 // pthread_once, not a function-local static: a fork() while another thread
 // is inside detect() must not hand the child a guard that stays "being

@@ -26,6 +26,22 @@ constexpr unsigned cpuid_family(uint32_t leaf1_eax) {
   return base == 0xfu ? base + ((leaf1_eax >> 20) & 0xffu) : base;
 }
 
+// The CPUID and XCR0 words the instruction-set paths depend on, as read.
+struct CpuidWords {
+  uint32_t leaf1_ecx = 0;          // FMA 12, OSXSAVE 27, AVX 28, F16C 29
+  uint64_t xcr0 = 0;               // XGETBV(0); 0 where OSXSAVE is clear
+  uint32_t max_leaf = 0;           // leaf 0 EAX
+  uint32_t leaf7_max_subleaf = 0;  // leaf 7 subleaf 0 EAX
+  uint32_t leaf7_ebx = 0;          // AVX2 5, AVX512F 16, AVX512BW 30, AVX512VL 31
+  uint32_t leaf7_1_eax = 0;        // AVX512_BF16 5; 0 where subleaf 1 is not read
+};
+inline constexpr uint32_t kOsxsaveBit = 1u << 27;
+
+// Which paths those words allow (avx2, avx512f and avx512bf16; the other
+// fields are left at their defaults): each needs its instructions and the
+// OS-saved register state for them, and each builds on the one before.
+CpuFeatures isa_features(const CpuidWords& words);
+
 // Plausible per-core data-cache sizes (also the range MOEGRAD_L1D_BYTES and
 // MOEGRAD_L2_BYTES must lie in).
 inline constexpr size_t kMinL1dBytes = 16 * 1024, kMaxL1dBytes = 1024 * 1024;

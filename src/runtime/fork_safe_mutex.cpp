@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include "runtime/fork_generation.h"
+
 namespace moegrad::runtime {
 
 // Every live ForkSafeMutex. Constant-initialised and trivially destructible,
@@ -33,6 +35,13 @@ namespace {
 // plain ones, as they were before this class.
 void install_fork_handlers() {
   (void)pthread_atfork(ForkRegistry::before_fork, ForkRegistry::after_fork, ForkRegistry::after_fork);
+  // The fork counter registers its own handler the first time it is read.
+  // That must not first happen while a ForkSafeMutex is held (a pool
+  // starting under its context's lock): a fork() at that moment would run
+  // before_fork, which waits for the mutex, while the thread holding it
+  // waits in pthread_atfork for a lock the C library may hold across the
+  // handlers (musl does, and older glibc did).
+  (void)fork_generation();
 }
 
 // Once per process, with pthread_once rather than a function-local static

@@ -204,7 +204,8 @@ typedef struct moegrad_grad_x_args {
   const DLTensor* weight;           /* [G, K, N] same dtype as grad_y */
   const DLTensor* expanded_row_idx; /* [L]       int32 | int64 */
   const DLTensor* group_list;       /* [G]       int32 | int64 */
-  const DLTensor* grad_x;           /* [batch, K] float32, output; no byte shared with an input */
+  const DLTensor* grad_x;           /* [batch, K] float32, output; its address range (first to last
+                                       byte) must not overlap an input's */
   int64_t batch;                    /* > 0 */
   int64_t top_k;                    /* > 0 */
   int32_t row_idx_type;             /* moegrad_row_idx_type */

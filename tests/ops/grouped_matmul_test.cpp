@@ -1,5 +1,6 @@
 // grouped_matmul (forward), grouped_matmul_weight_grad and moe_init_routing_grad
-// against float64 references on every ISA path; rounding of f16/bf16 outputs; accumulation;
+// against float64 references on every ISA path; the two GEMMs against their
+// stated FMA chains, bit for bit; rounding of f16/bf16 outputs; accumulation;
 // empty experts; layouts; the non-fused path (grouped_matmul with weight^T,
 // then the scatter-add) giving grad-x's bits; and bitwise identical results
 // on every thread count and ISA path.
@@ -7,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <sstream>
 
@@ -95,8 +97,30 @@ struct ForwardRun {
   moegrad_grouped_matmul_args args;
 };
 
-// The float64 comparisons run on every ISA path the CPU has: the layer
-// operators have per-ISA kernels (GEMM, row adds) for every layout below.
+// The order moegrad_layer.h states for every GEMM, written out: one fp32
+// FMA chain per element over the reduction index, ascending, from +0.0
+// (inputs widened exactly), then a f16/bf16 output rounded once. Element
+// e of `got` (row-major bits) must be the chain over t < terms of
+// a(e, t) * b(e, t).
+template <typename A, typename B>
+::testing::AssertionResult is_fma_chain(const std::vector<uint64_t>& got, DType out, int64_t terms, A a, B b,
+                                        const std::string& context) {
+  for (size_t e = 0; e < got.size(); ++e) {
+    float acc = 0.0f;
+    for (int64_t t = 0; t < terms; ++t) acc = std::fma(a(e, t), b(e, t), acc);
+    const uint64_t want = out == DType::kF16    ? float_to_f16_bits(acc)
+                          : out == DType::kBF16 ? float_to_bf16_bits(acc)
+                                                : float_bits(acc);
+    if (got[e] != want)
+      return ::testing::AssertionFailure() << context << ": element " << e << " has bits 0x" << std::hex << got[e]
+                                           << ", its FMA chain 0x" << want;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// The float64 comparisons (and the FMA chains) run on every ISA path the
+// CPU has: the layer operators have per-ISA kernels (GEMM, row adds) for
+// every layout below.
 class OpsIsa : public ::testing::TestWithParam<moegrad_isa> {};
 
 TEST_P(OpsIsa, GroupedMatmulMatchesFloat64Reference) {
@@ -109,6 +133,19 @@ TEST_P(OpsIsa, GroupedMatmulMatchesFloat64Reference) {
     const Ref64 ref = reference_grouped_matmul(r.x, r.w, c.counts);
     const int64_t terms = c.fill == Fill::kSmallInt ? 0 : c.K;  // small integers: exact
     EXPECT_TRUE(within_bound(r.y, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
+    // y[i, n]: the chain over k of x[i, k] * w[g(i), k, n].
+    const std::vector<double> x = float_values(r.x), w = float_values(r.w);
+    std::vector<int64_t> expert_of;
+    for (int64_t g = 0; g < c.G(); ++g) expert_of.insert(expert_of.end(), c.counts[static_cast<size_t>(g)], g);
+    const auto row = [&](size_t e) { return static_cast<int64_t>(e) / c.N; };
+    EXPECT_TRUE(is_fma_chain(
+        bit_values(r.y), c.out_dtype(), c.K,
+        [&](size_t e, int64_t k) { return static_cast<float>(x[static_cast<size_t>(row(e) * c.K + k)]); },
+        [&](size_t e, int64_t k) {
+          const int64_t g = expert_of[static_cast<size_t>(row(e))], n = static_cast<int64_t>(e) % c.N;
+          return static_cast<float>(w[static_cast<size_t>((g * c.K + k) * c.N + n)]);
+        },
+        c.describe()));
     EXPECT_TRUE(r.y.sentinel_outside_view()) << c.describe();
   }
 }
@@ -173,6 +210,25 @@ TEST_P(OpsIsa, WeightGradMatchesFloat64Reference) {
     for (int64_t n : c.counts) longest = std::max(longest, n);
     const int64_t terms = c.fill == Fill::kSmallInt ? 0 : longest;
     EXPECT_TRUE(within_bound(r.gw, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
+    // grad_weight[g, k, n]: the chain over the expert's rows i of x[i, k] *
+    // grad_y[i, n] (an empty expert's is empty: +0.0).
+    const std::vector<double> x = float_values(r.x), gy = float_values(r.gy);
+    const std::vector<int64_t> first = starts_of(c.counts);
+    const std::vector<uint64_t> got = bit_values(r.gw);
+    for (int64_t g = 0; g < c.G(); ++g) {
+      const auto begin = static_cast<size_t>(g * c.K * c.N), end = static_cast<size_t>((g + 1) * c.K * c.N);
+      const int64_t i0 = first[static_cast<size_t>(g)];
+      EXPECT_TRUE(is_fma_chain(
+          {got.begin() + static_cast<ptrdiff_t>(begin), got.begin() + static_cast<ptrdiff_t>(end)}, c.out_dtype(),
+          c.counts[static_cast<size_t>(g)],
+          [&](size_t e, int64_t i) {
+            return static_cast<float>(x[static_cast<size_t>((i0 + i) * c.K + static_cast<int64_t>(e) / c.N)]);
+          },
+          [&](size_t e, int64_t i) {
+            return static_cast<float>(gy[static_cast<size_t>((i0 + i) * c.N + static_cast<int64_t>(e) % c.N)]);
+          },
+          c.describe() + " expert " + std::to_string(g)));
+    }
     // Empty experts: exact +0.0, every element written.
     const auto bits = bit_values(r.gw);
     const auto start = starts_of(c.counts);

@@ -200,9 +200,9 @@ TEST(Errors, BadRank) {
 }
 
 // Moves t's first element to an address that is not a multiple of `align`
-// (by 4 bytes, or by 1 for align 2); the call is refused before any read.
+// (by half of it); the call is refused before any read.
 void misalign(DLTensor& t, uint64_t align) {
-  const uint64_t step = align == 2 ? 1 : 4;
+  const uint64_t step = align / 2;
   const auto address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
   if (address % align == 0) t.byte_offset += step;
 }
@@ -239,6 +239,12 @@ TEST(Errors, BadDtype) {
          misalign(c.grad_x, 8);
        },
        "grad_x", "dtype complex64 must be"},
+      {"grad_y and weight int32, 2 bytes off a 4-byte boundary (an index type, not a float one)",
+       [](Call& c) {
+         c.grad_y.dtype = c.weight.dtype = dl_type(kDLInt, 32);
+         misalign(c.weight, 4);
+       },
+       "grad_y", "dtype int32 must be"},
       {"group_list int16 at an odd address",
        [](Call& c) {
          c.group_list.dtype = dl_type(kDLInt, 16);

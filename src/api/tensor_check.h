@@ -22,10 +22,15 @@ struct Layout {
   const std::byte* data = nullptr;
 };
 
+// What a tensor holds: floats (f32, f16 or bf16) or indices (int32 or int64).
+enum class Elements { kFloat, kIndex };
+
 // Checks that are the same for every tensor: present, on the CPU, the right
-// rank (<= 3), one lane, non-negative dims < 2^31, and every element's offset
-// representable. Fills *out.
-moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layout* out);
+// rank (<= 3), one lane, non-negative dims < 2^31, every element's offset
+// representable, and, where its dtype is one of the `elements` ones, its data
+// aligned to it (for any other dtype the dtype is the error, which the dtype
+// checks name). Fills *out.
+moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Elements elements, Layout* out);
 
 // f32, f16 or bf16 (one lane): true and *out set.
 bool is_float_dtype(DLDataType t, DType* out);

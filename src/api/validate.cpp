@@ -12,7 +12,7 @@
 
 namespace moegrad {
 
-moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layout* out) {
+moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Elements elements, Layout* out) {
   if (t == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "%s: tensor pointer is NULL", name);
   if (t->device.device_type != kDLCPU)
     return fail(MOEGRAD_STATUS_UNSUPPORTED_DEVICE, "%s: device_type %d is not kDLCPU (%d)", name,
@@ -69,13 +69,10 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Layou
   // behaviour: its address is checked as an integer and it gets no pointer.
   const uintptr_t address = reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(t->byte_offset);
   out->data = t->data == nullptr ? nullptr : static_cast<const std::byte*>(t->data) + t->byte_offset;
-  // Only for an element type some tensor of the library may have: for any
-  // other, the dtype is the error (the dtype checks after this one name
-  // it), not where its elements would lie.
-  const DLDataType dt = t->dtype;
-  const bool library_element = ((dt.code == kDLFloat || dt.code == kDLBfloat) && (dt.bits == 16 || dt.bits == 32)) ||
-                               (dt.code == kDLInt && (dt.bits == 32 || dt.bits == 64));
-  if (library_element && address % static_cast<uintptr_t>(elem_bytes) != 0)
+  DType float_type;
+  const bool known = elements == Elements::kFloat ? is_float_dtype(t->dtype, &float_type)
+                                                  : t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64);
+  if (known && address % static_cast<uintptr_t>(elem_bytes) != 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
                 "-byte elements", name, elem_bytes);
   return MOEGRAD_STATUS_SUCCESS;
@@ -184,11 +181,11 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "args is NULL");
   Layout gy, w, idx, gl, gx;
   // §4.1 (with presence, device and layout): ranks.
-  if (auto s = check_tensor(args->grad_y, "grad_y", 2, &gy)) return s;
-  if (auto s = check_tensor(args->weight, "weight", 3, &w)) return s;
-  if (auto s = check_tensor(args->expanded_row_idx, "expanded_row_idx", 1, &idx)) return s;
-  if (auto s = check_tensor(args->group_list, "group_list", 1, &gl)) return s;
-  if (auto s = check_tensor(args->grad_x, "grad_x", 2, &gx)) return s;
+  if (auto s = check_tensor(args->grad_y, "grad_y", 2, Elements::kFloat, &gy)) return s;
+  if (auto s = check_tensor(args->weight, "weight", 3, Elements::kFloat, &w)) return s;
+  if (auto s = check_tensor(args->expanded_row_idx, "expanded_row_idx", 1, Elements::kIndex, &idx)) return s;
+  if (auto s = check_tensor(args->group_list, "group_list", 1, Elements::kIndex, &gl)) return s;
+  if (auto s = check_tensor(args->grad_x, "grad_x", 2, Elements::kFloat, &gx)) return s;
 
   // §4.2 dtypes.
   DType gy_type, w_type;

@@ -11,10 +11,10 @@ namespace moegrad::ops {
 
 namespace {
 
-moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tensor* out) {
+moegrad_status check_common(const DLTensor* t, const char* name, int rank, Elements elements, Tensor* out) {
   out->name = name;
   out->rank = rank;
-  if (auto s = check_tensor(t, name, rank, &out->layout)) return s;
+  if (auto s = check_tensor(t, name, rank, elements, &out->layout)) return s;
   out->elem_bytes = (t->dtype.bits + 7) / 8;
   return MOEGRAD_STATUS_SUCCESS;
 }
@@ -22,12 +22,12 @@ moegrad_status check_common(const DLTensor* t, const char* name, int rank, Tenso
 }  // namespace
 
 moegrad_status check_float_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, DType* dtype) {
-  if (auto s = check_common(t, name, rank, out)) return s;
+  if (auto s = check_common(t, name, rank, Elements::kFloat, out)) return s;
   return check_float_dtype(t, name, dtype);
 }
 
 moegrad_status check_index_tensor(const DLTensor* t, const char* name, int rank, Tensor* out, bool* is_int64) {
-  if (auto s = check_common(t, name, rank, out)) return s;
+  if (auto s = check_common(t, name, rank, Elements::kIndex, out)) return s;
   return check_index_dtype(t, name, is_int64);
 }
 

@@ -93,8 +93,13 @@ TEST(Api, IsaNamesAndAvailability) {
   EXPECT_STREQ(moegrad_isa_name(MOEGRAD_ISA_AVX512), "avx512");
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AUTO), 1);
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_SCALAR), 1);
-  // The CPU's own answer (libgcc checks CPUID and the OS-enabled state).
+  EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(42)), 0);
+  // The CPU's own answer (libgcc checks CPUID and the OS-enabled state),
+  // where libgcc reads one: on Intel and AMD CPUs only.
   __builtin_cpu_init();
+  if (__builtin_cpu_is("intel") == 0 && __builtin_cpu_is("amd") == 0) {
+    GTEST_SKIP() << "libgcc reads no features on this vendor's CPUs";
+  }
   // The AVX2 path converts f16 with F16C, and the AVX-512 path builds on
   // the AVX2 one.
   const bool avx2 =
@@ -102,7 +107,6 @@ TEST(Api, IsaNamesAndAvailability) {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX2) != 0, avx2);
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX512) != 0, avx512);
-  EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(42)), 0);
 }
 
 TEST(Api, LastErrorMessageIsThreadLocal) {

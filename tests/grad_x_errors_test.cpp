@@ -245,6 +245,12 @@ TEST(Errors, BadDtype) {
          misalign(c.weight, 4);
        },
        "grad_y", "dtype int32 must be"},
+      {"grad_x f16 at an odd address (grad_x is f32 only)",
+       [](Call& c) {
+         c.grad_x.dtype = dl_type(kDLFloat, 16);
+         misalign(c.grad_x, 2);
+       },
+       "grad_x", "dtype float16 must be"},
       {"group_list int16 at an odd address",
        [](Call& c) {
          c.group_list.dtype = dl_type(kDLInt, 16);

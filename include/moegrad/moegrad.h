@@ -86,12 +86,13 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_BAD_LAYOUT = 60,           /* grad_x strides not positive or that may overlap (each,
                                                smallest first, must exceed the span of the smaller
                                                ones), a negative shape, data + byte_offset not aligned
-                                               to the element, lanes != 1 */
+                                               to the element (of a dtype that tensor may have;
+                                               another dtype is BAD_DTYPE), lanes != 1 */
   MOEGRAD_STATUS_UNSUPPORTED_DEVICE = 61,   /* a tensor not on kDLCPU */
   MOEGRAD_STATUS_ISA_UNAVAILABLE = 62,      /* a forced ISA this CPU (or OS) lacks */
   MOEGRAD_STATUS_OUT_OF_MEMORY = 63,        /* an allocation failed, or the OS would not start the
-                                               context's worker threads (the message says which;
-                                               the next call tries again) */
+                                               context's worker threads (the message says which; a
+                                               run on a context left without them tries again) */
   MOEGRAD_STATUS_INTERNAL = 99,             /* a bug: please report it */
 
   /* ---- layer operators (moegrad_layer.h), numbered from 100 ------------ */

@@ -22,8 +22,9 @@ struct Layout {
   const std::byte* data = nullptr;
 };
 
-// What a tensor holds: floats (f32, f16 or bf16) or indices (int32 or int64).
-enum class Elements { kFloat, kIndex };
+// What a tensor may hold: floats (f32, f16 or bf16), f32 only (grad_x), or
+// indices (int32 or int64).
+enum class Elements { kFloat, kF32, kIndex };
 
 // Checks that are the same for every tensor: present, on the CPU, the right
 // rank (<= 3), one lane, non-negative dims < 2^31, every element's offset

@@ -69,9 +69,13 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Eleme
   // behaviour: its address is checked as an integer and it gets no pointer.
   const uintptr_t address = reinterpret_cast<uintptr_t>(t->data) + static_cast<uintptr_t>(t->byte_offset);
   out->data = t->data == nullptr ? nullptr : static_cast<const std::byte*>(t->data) + t->byte_offset;
-  DType float_type;
-  const bool known = elements == Elements::kFloat ? is_float_dtype(t->dtype, &float_type)
-                                                  : t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64);
+  DType float_type = DType::kF32;
+  bool known = false;
+  switch (elements) {
+    case Elements::kFloat: known = is_float_dtype(t->dtype, &float_type); break;
+    case Elements::kF32: known = is_float_dtype(t->dtype, &float_type) && float_type == DType::kF32; break;
+    case Elements::kIndex: known = t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64); break;
+  }
   if (known && address % static_cast<uintptr_t>(elem_bytes) != 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
                 "-byte elements", name, elem_bytes);
@@ -185,7 +189,7 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   if (auto s = check_tensor(args->weight, "weight", 3, Elements::kFloat, &w)) return s;
   if (auto s = check_tensor(args->expanded_row_idx, "expanded_row_idx", 1, Elements::kIndex, &idx)) return s;
   if (auto s = check_tensor(args->group_list, "group_list", 1, Elements::kIndex, &gl)) return s;
-  if (auto s = check_tensor(args->grad_x, "grad_x", 2, Elements::kFloat, &gx)) return s;
+  if (auto s = check_tensor(args->grad_x, "grad_x", 2, Elements::kF32, &gx)) return s;
 
   // §4.2 dtypes.
   DType gy_type, w_type;

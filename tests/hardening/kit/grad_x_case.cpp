@@ -292,9 +292,9 @@ bool apply_fault(Bytes& in, Case& c) {
       v[t].t.dtype = d;
       if (t == 0 || t == 1) v[1 - t].t.dtype = d;  // both inputs: not a mere mismatch
       c.fault_detail = t;
-      // None of these types is one the library reads or writes, so a data
-      // pointer unaligned for its wider element is no second error: the
-      // dtype is the one rule broken.
+      // None of these types is one that tensor may have, so a data pointer
+      // unaligned for its element is no second error: the dtype is the one
+      // rule broken.
       expect({MOEGRAD_STATUS_BAD_DTYPE});
       return true;
     }

@@ -24,6 +24,7 @@
 #include "reference.h"
 #include "runner.h"
 #include "runtime/cgroup_cpu_limit.h"
+#include "runtime/cpu_features.h"
 
 namespace mgt {
 namespace {
@@ -94,19 +95,11 @@ TEST(Api, IsaNamesAndAvailability) {
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AUTO), 1);
   EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_SCALAR), 1);
   EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(42)), 0);
-  // The CPU's own answer (libgcc checks CPUID and the OS-enabled state),
-  // where libgcc reads one: on Intel and AMD CPUs only.
-  __builtin_cpu_init();
-  if (__builtin_cpu_is("intel") == 0 && __builtin_cpu_is("amd") == 0) {
-    GTEST_SKIP() << "libgcc reads no features on this vendor's CPUs";
-  }
-  // The AVX2 path converts f16 with F16C, and the AVX-512 path builds on
-  // the AVX2 one.
-  const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX2) != 0, avx2);
-  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX512) != 0, avx512);
+  // What the library detected (cpu_features_test holds that to libgcc's
+  // reading of this CPU).
+  const moegrad::runtime::CpuFeatures& cpu = moegrad::runtime::cpu_features();
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX2) != 0, cpu.avx2);
+  EXPECT_EQ(moegrad_isa_available(MOEGRAD_ISA_AVX512) != 0, cpu.avx512f);
 }
 
 TEST(Api, LastErrorMessageIsThreadLocal) {

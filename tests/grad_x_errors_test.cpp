@@ -199,12 +199,16 @@ TEST(Errors, BadRank) {
   }
 }
 
-// Moves t's first element to an address that is not a multiple of `align`
-// (by half of it); the call is refused before any read.
-void misalign(DLTensor& t, uint64_t align) {
-  const uint64_t step = align / 2;
-  const auto address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
-  if (address % align == 0) t.byte_offset += step;
+// An edit that gives the `retyped` tensors dtype t and moves `moved`'s first
+// element to an address that is not a multiple of `align` (by half of it);
+// the call is refused before any read.
+std::function<void(Call&)> retyped_misaligned(std::vector<DLTensor Call::*> retyped, DLTensor Call::*moved,
+                                              DLDataType t, uint64_t align) {
+  return [=](Call& c) {
+    for (DLTensor Call::*tensor : retyped) (c.*tensor).dtype = t;
+    DLTensor& m = c.*moved;
+    if ((reinterpret_cast<uintptr_t>(m.data) + m.byte_offset) % align == 0) m.byte_offset += align / 2;
+  };
 }
 
 TEST(Errors, BadDtype) {
@@ -225,38 +229,23 @@ TEST(Errors, BadDtype) {
        "dtype complex64 must be"},
       {"grad_x f16", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 16); }, "grad_x", "dtype float16 must be"},
       {"grad_x f64", [](Call& c) { c.grad_x.dtype = dl_type(kDLFloat, 64); }, "grad_x", "dtype float64 must be"},
-      // Where the wider type's elements would not be aligned, the dtype is
-      // still the one rule broken.
+      // At an address unaligned for the type, the dtype is still the one
+      // rule broken: alignment is checked only for types the tensor may have.
       {"grad_y and weight f64, 4 bytes off an 8-byte boundary",
-       [](Call& c) {
-         c.grad_y.dtype = c.weight.dtype = dl_type(kDLFloat, 64);
-         misalign(c.grad_y, 8);
-       },
-       "grad_y", "dtype float64 must be"},
+       retyped_misaligned({&Call::grad_y, &Call::weight}, &Call::grad_y, dl_type(kDLFloat, 64), 8), "grad_y",
+       "dtype float64 must be"},
       {"grad_x complex64, 4 bytes off an 8-byte boundary",
-       [](Call& c) {
-         c.grad_x.dtype = dl_type(kDLComplex, 64);
-         misalign(c.grad_x, 8);
-       },
-       "grad_x", "dtype complex64 must be"},
+       retyped_misaligned({&Call::grad_x}, &Call::grad_x, dl_type(kDLComplex, 64), 8), "grad_x",
+       "dtype complex64 must be"},
       {"grad_y and weight int32, 2 bytes off a 4-byte boundary (an index type, not a float one)",
-       [](Call& c) {
-         c.grad_y.dtype = c.weight.dtype = dl_type(kDLInt, 32);
-         misalign(c.weight, 4);
-       },
-       "grad_y", "dtype int32 must be"},
+       retyped_misaligned({&Call::grad_y, &Call::weight}, &Call::weight, dl_type(kDLInt, 32), 4), "grad_y",
+       "dtype int32 must be"},
       {"grad_x f16 at an odd address (grad_x is f32 only)",
-       [](Call& c) {
-         c.grad_x.dtype = dl_type(kDLFloat, 16);
-         misalign(c.grad_x, 2);
-       },
-       "grad_x", "dtype float16 must be"},
+       retyped_misaligned({&Call::grad_x}, &Call::grad_x, dl_type(kDLFloat, 16), 2), "grad_x",
+       "dtype float16 must be"},
       {"group_list int16 at an odd address",
-       [](Call& c) {
-         c.group_list.dtype = dl_type(kDLInt, 16);
-         misalign(c.group_list, 2);
-       },
-       "group_list", "dtype int16 must be"},
+       retyped_misaligned({&Call::group_list}, &Call::group_list, dl_type(kDLInt, 16), 2), "group_list",
+       "dtype int16 must be"},
       {"expanded_row_idx int16", [](Call& c) { c.idx.dtype = dl_type(kDLInt, 16); }, "expanded_row_idx",
        "dtype int16 must be"},
       {"expanded_row_idx uint64", [](Call& c) { c.idx.dtype = dl_type(kDLUInt, 64); }, "expanded_row_idx",

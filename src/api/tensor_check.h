@@ -45,7 +45,9 @@ struct DTypeText {
 };
 DTypeText dtype_text(DLDataType t);
 
-// int32 or int64, else BAD_DTYPE naming the tensor.
+// int32 or int64: true and *is_int64 set (when not NULL).
+bool is_index_dtype(DLDataType t, bool* is_int64);
+// The same, else BAD_DTYPE naming the tensor.
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64);
 
 // The bytes [first, last] the elements of a checked tensor touch; none when

@@ -74,7 +74,7 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Eleme
   switch (elements) {
     case Elements::kFloat: known = is_float_dtype(t->dtype, &float_type); break;
     case Elements::kF32: known = is_float_dtype(t->dtype, &float_type) && float_type == DType::kF32; break;
-    case Elements::kIndex: known = t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64); break;
+    case Elements::kIndex: known = is_index_dtype(t->dtype, nullptr); break;
   }
   if (known && address % static_cast<uintptr_t>(elem_bytes) != 0)
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: data + byte_offset is not aligned to its %" PRId64
@@ -120,11 +120,14 @@ moegrad_status check_float_dtype(const DLTensor* t, const char* name, DType* out
               dtype_text(t->dtype).text);
 }
 
+bool is_index_dtype(DLDataType t, bool* is_int64) {
+  if (t.code != kDLInt || (t.bits != 32 && t.bits != 64)) return false;
+  if (is_int64 != nullptr) *is_int64 = t.bits == 64;
+  return true;
+}
+
 moegrad_status check_index_dtype(const DLTensor* t, const char* name, bool* is_int64) {
-  if (t->dtype.code == kDLInt && (t->dtype.bits == 32 || t->dtype.bits == 64)) {
-    *is_int64 = t->dtype.bits == 64;
-    return MOEGRAD_STATUS_SUCCESS;
-  }
+  if (is_index_dtype(t->dtype, is_int64)) return MOEGRAD_STATUS_SUCCESS;
   return fail(MOEGRAD_STATUS_BAD_DTYPE, "%s: dtype %s must be int32 or int64", name, dtype_text(t->dtype).text);
 }
 

@@ -31,16 +31,19 @@
 
 namespace {
 
-#ifndef MGH_CANNOT_INTERPOSE
-using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
-std::atomic<PthreadCreateFn> g_real_pthread_create{nullptr};
-#endif
 std::atomic<bool> g_refuse{false};
 std::atomic<int> g_refused{0};
 
 }  // namespace
 
 #ifndef MGH_CANNOT_INTERPOSE
+namespace {
+
+using PthreadCreateFn = int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+std::atomic<PthreadCreateFn> g_real_pthread_create{nullptr};
+
+}  // namespace
+
 // Interposes the C library's pthread_create for the whole process (the
 // library's std::threads included); forwards every call it does not refuse.
 extern "C" int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {

@@ -37,7 +37,9 @@ const char kBenchHelp[] =
     "and, per thread count, fma-peak: the measured f32 FMA throughput of that many cores\n"
     "(the median of a loop's runs at the start and in every shape's timing rounds).\n"
     "Every path's grad_x is checked against the fused one (nonfused: bitwise; oneDNN and\n"
-    "fast-bf16: max |diff| <= 1e-3 * max |grad_x|); a mismatch is a warning on stderr.\n"
+    "fast-bf16: max |diff| <= 1e-3 * max |grad_x|), and the fused one across thread counts\n"
+    "(bitwise); a mismatch is a warning on stderr, and makes the command exit 1 once the\n"
+    "results are printed (and --json-file written).\n"
     "\n"
     "Shapes (M = batch * top_k rows, random top-k routing sorted by expert, inputs in [-1, 1]):\n"
     "  zmoe          batch 2048,   top_k 4, G 60,  K 7168, N 2048  (f32 weight 3.5 GB)\n"
@@ -90,7 +92,8 @@ const char kBenchHelp[] =
     "on a machine shared with other jobs its multi-thread times suffer from that, and\n"
     "OMP_WAIT_POLICY=passive shows what it does without the spinning.\n"
     "\n"
-    "Progress goes to stderr. Exit status: 0 done, 1 runtime error, 2 usage error.\n";
+    "Progress goes to stderr. Exit status: 0 done, 1 runtime error or a failed check,\n"
+    "2 usage error.\n";
 
 namespace {
 

@@ -32,6 +32,10 @@ struct ShapeReport {
   std::vector<Row> rows;
   std::vector<std::string> notes;
   int reps = 0;  // timed repetitions per path
+  // The paths whose grad_x failed its check against the fused one ("zmoe
+  // f32 t=1 onednn-nonfused"), or the fused path that differs across thread
+  // counts: the command exits 1 after printing the results.
+  std::vector<std::string> failed_checks;
 };
 
 struct MachineInfo {

@@ -357,6 +357,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       const double rel = diff.max_abs_ref > 0 ? diff.max_abs_diff / diff.max_abs_ref
                                               : (diff.max_abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
       if (diff.max_abs_diff <= kRelTolerance * diff.max_abs_ref) return format_g("rel %.1e", rel);
+      report->failed_checks.push_back(tag + " " + what);
       progress.warn(tag + " " + what + ": grad_x differs from the fused one: max |diff| = " +
                     format_g("%.3g", diff.max_abs_diff) + " > " + format_g("%.0e", kRelTolerance) +
                     " * max |grad_x| = " + format_g("%.3g", kRelTolerance * diff.max_abs_ref));
@@ -426,6 +427,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       std::memcpy(first_ref.data(), d.ref.data(), grad_x_floats * 4);
     } else if (cross_threads && std::memcmp(first_ref.data(), d.ref.data(), grad_x_floats * 4) != 0) {
       t.fused_row.check = "ref, DIFFERS across threads";
+      report->failed_checks.push_back(tag + " fused");
       progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +
                     std::to_string(config.threads.front()) + " threads (SPEC §5)");
     }
@@ -457,6 +459,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     const Diff nf_diff = compare(d.out.as<float>(), d.ref.as<float>(), grad_x_floats);
     t.nf_row.check = nf_diff.identical ? "bitwise" : "DIFFERS";
     if (!nf_diff.identical) {
+      report->failed_checks.push_back(tag + " nonfused");
       progress.warn(tag + " nonfused: grad_x is not bitwise identical to the fused one (max |diff| = " +
                     format_g("%.3g", nf_diff.max_abs_diff) + ")");
     }
@@ -493,7 +496,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
   // Without --reps, chosen from the first group's warm-up round (below) and
   // kept for the other groups, so that every path of the shape has the same.
   std::optional<int> reps = config.reps;
-  ShapeReport report{shape, {}, {}, 0};
+  ShapeReport report{shape, {}, {}, 0, {}};
   const double flops = 2.0 * static_cast<double>(shape.m()) * static_cast<double>(shape.n) *
                        static_cast<double>(shape.k);
 

@@ -1,0 +1,113 @@
+// `moegrad bench`'s cross-check of the oneDNN baseline against the fused
+// grad_x, end to end. This binary is built where the command finds
+// tests/fake_onednn_module.cpp in place of the real module (its directory
+// holds the module at the real one's relative path, bench/CMakeLists.txt),
+// so the baseline's error is the test's to choose: agreeing, just inside
+// 1e-3 * max |grad_x|, or outside it. A failed check must be a warning, FAIL
+// in the table, and exit status 1, with every result still printed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "run_bench_captured.h"
+#include "scratch_dir.h"
+
+namespace {
+
+using namespace moegrad::bench::test;
+
+const char* const kShape = "64,2,4,64,32";  // M 128, K 64, N 32
+
+// Sets the fake module's error (a fraction of max |grad_x|) for its scope.
+class FakeError {
+ public:
+  explicit FakeError(const char* fraction) { ::setenv("MOEGRAD_TEST_FAKE_ONEDNN_ERROR", fraction, 1); }
+  ~FakeError() { ::unsetenv("MOEGRAD_TEST_FAKE_ONEDNN_ERROR"); }
+  FakeError(const FakeError&) = delete;
+  FakeError& operator=(const FakeError&) = delete;
+};
+
+// The table's check column of each onednn-nonfused row, in order.
+std::vector<std::string> onednn_checks(const std::string& table) {
+  std::vector<std::string> checks;
+  std::istringstream lines(table);
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("f32 ", 0) != 0 || l.find(" onednn-nonfused ") == std::string::npos) continue;
+    const size_t fail = l.find(" FAIL rel "), pass = l.rfind(" rel ");
+    checks.push_back(fail != std::string::npos ? l.substr(fail + 1) : pass != std::string::npos ? l.substr(pass + 1) : l);
+  }
+  return checks;
+}
+
+TEST(BenchCrossCheck, TheFakeModuleIsTheOneLoaded) {
+  const FakeError none("0");
+  const Captured c = run_bench({"--shape", kShape, "--dtype", "f32", "--threads", "1", "--reps", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("fake oneDNN (moegrad's tests)"), std::string::npos) << c.out;
+}
+
+// Float64 loops rounded to f32 agree with the fused f32 grad_x far inside
+// the tolerance, and so does an element moved by half of it.
+TEST(BenchCrossCheck, AgreeingBaselinesExitZero) {
+  for (const char* fraction : {"0", "0.0005"}) {
+    const FakeError error(fraction);
+    const Captured c = run_bench({"--shape", kShape, "--dtype", "f32", "--threads", "1", "--reps", "1"});
+    EXPECT_EQ(c.status, 0) << fraction << "\n" << c.err;
+    EXPECT_EQ(c.err.find("warning"), std::string::npos) << fraction << "\n" << c.err;
+    EXPECT_EQ(c.err.find("error"), std::string::npos) << fraction << "\n" << c.err;
+    const std::vector<std::string> checks = onednn_checks(c.out);
+    ASSERT_EQ(checks.size(), 1u) << c.out;
+    EXPECT_EQ(checks[0].rfind("rel ", 0), 0u) << checks[0];
+  }
+}
+
+// Twice the tolerance: the JSON array and --json-file are still complete,
+// then one error line names the check and the command exits 1.
+TEST(BenchCrossCheck, AFailedCheckExitsOneAfterTheResults) {
+  const moegrad::test::ScratchDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const FakeError error("0.002");
+  const Captured c = run_bench({"--shape", kShape, "--dtype", "f32", "--threads", "1", "--reps", "1", "--json",
+                                "--json-file", (dir.path() / "run.json").string()});
+  EXPECT_EQ(c.status, 1) << c.err;
+  EXPECT_NE(c.err.find("moegrad: warning: " + std::string(kShape) +
+                       " f32 t=1 onednn-nonfused: grad_x differs from the fused one"),
+            std::string::npos)
+      << c.err;
+  const std::string last = "moegrad: error: bench: 1 cross-check failed (" + std::string(kShape) +
+                           " f32 t=1 onednn-nonfused); the results above include its timing\n";
+  ASSERT_GE(c.err.size(), last.size());
+  EXPECT_EQ(c.err.substr(c.err.size() - last.size()), last) << c.err;
+  std::multiset<std::string> paths;
+  for (const JsonObject* r : parse_rows(c.out)) {
+    paths.insert(r->at("path").string());
+    if (r->at("path").string() != "fma-peak") {
+      EXPECT_TRUE(r->at("ms").is_number()) << r->at("path").string();
+    }
+  }
+  EXPECT_EQ(paths, (std::multiset<std::string>{"fma-peak", "fused", "nonfused", "onednn-nonfused"}));
+  EXPECT_EQ(dir.read("run.json"), c.out);
+}
+
+// Every failed check is counted, one per shape, and the table marks each
+// row.
+TEST(BenchCrossCheck, EachFailedCheckIsNamed) {
+  const FakeError error("0.002");
+  const char* const other = "32,2,4,48,16";
+  const Captured c = run_bench({"--shape", kShape, "--shape", other, "--dtype", "f32", "--threads", "1", "--reps", "1"});
+  EXPECT_EQ(c.status, 1) << c.err;
+  const std::vector<std::string> checks = onednn_checks(c.out);
+  ASSERT_EQ(checks.size(), 2u) << c.out;
+  for (const std::string& check : checks) EXPECT_EQ(check.rfind("FAIL rel ", 0), 0u) << check;
+  EXPECT_NE(c.err.find("moegrad: error: bench: 2 cross-checks failed (" + std::string(kShape) +
+                       " f32 t=1 onednn-nonfused, " + other +
+                       " f32 t=1 onednn-nonfused); the results above include their timings\n"),
+            std::string::npos)
+      << c.err;
+}
+
+}  // namespace

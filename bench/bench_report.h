@@ -13,7 +13,7 @@
 namespace moegrad::bench {
 
 // One measurement; exactly the issue-3 JSON fields (nullopt prints null),
-// plus `check`, shown in the table only.
+// plus `check` and `check_failed`, shown in the table only.
 struct Row {
   std::optional<std::string> shape;
   std::optional<int64_t> batch, top_k, experts, k, n;
@@ -24,6 +24,9 @@ struct Row {
   std::optional<double> ms, ms_min, ms_max, gflops;
   std::optional<uint64_t> workspace_bytes, peak_rss_bytes;
   std::string check;                // "ref", "bitwise", "rel 3e-08", "DIFFERS", ...
+  // grad_x failed that check: the timing is of a wrong result, so the JSON
+  // has null for it (the table still shows it), and the command exits 1.
+  bool check_failed = false;
 };
 
 // The results of one shape, and the notes (skips, nulls, warnings) for its table.
@@ -32,10 +35,6 @@ struct ShapeReport {
   std::vector<Row> rows;
   std::vector<std::string> notes;
   int reps = 0;  // timed repetitions per path
-  // The paths whose grad_x failed its check against the fused one ("zmoe
-  // f32 t=1 onednn-nonfused"), or the fused path that differs across thread
-  // counts: the command exits 1 after printing the results.
-  std::vector<std::string> failed_checks;
 };
 
 struct MachineInfo {

@@ -43,6 +43,16 @@ class BadRun(Exception):
     pass
 
 
+def number(row, field, what, positive):
+    """row[field]: null, or a number (> 0 where `positive`, else >= 0)."""
+    v = row[field]
+    if v is None:
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 if positive else v >= 0):
+        raise BadRun(f"{what}: {field} is {json.dumps(v)}, not null or a {'positive' if positive else 'non-negative'} number")
+    return v
+
+
 def load_rows(text):
     try:
         rows = json.loads(text)
@@ -54,11 +64,18 @@ def load_rows(text):
     for r in rows:
         try:
             if r["path"] == "fma-peak":
-                peaks[r["threads"]] = r["gflops"]
+                peaks[r["threads"]] = number(r, "gflops", f"the {r['threads']}-thread fma-peak row", positive=True)
                 continue
             key = (r["shape"], r["dtype"], r["mode"], r["threads"], r["path"])
+            what = " ".join(map(str, key))
+            for field in ("ms", "ms_min", "ms_max", "gflops"):
+                number(r, field, what, positive=True)
+            for field in ("workspace_bytes", "batch", "top_k"):
+                number(r, field, what, positive=False)
         except KeyError as e:
             raise BadRun(f"a row has no {e} field") from None
+        if (r["ms"] is None) != (r["gflops"] is None):
+            raise BadRun(f"{what}: ms and gflops must both be numbers or both null")
         if key in paths:
             raise BadRun("two rows for " + " ".join(map(str, key)) + ": give one run's output")
         paths[key] = r

@@ -220,6 +220,16 @@ class CheckTargets(unittest.TestCase):
             "only the peak": ([peak(1, 1.0)], "no measured path"),
             "two runs": (duplicate, "two rows for zmoe f32 exact 1 fused"),
             "a field missing": (no_path, "a row has no 'path' field"),
+            "no gflops field": ([{k: v for k, v in row("zmoe", "f32", "exact", 1, "fused", ms=1.0).items()
+                                  if k != "gflops"}], "a row has no 'gflops' field"),
+            "a time without gflops": ([row("zmoe", "f32", "exact", 1, "fused", ms=1.0)],
+                                      "zmoe f32 exact 1 fused: ms and gflops must both be numbers or both null"),
+            "a zero time": ([row("zmoe", "f32", "exact", 1, "fused", ms=0, gflops=1.0)],
+                            "zmoe f32 exact 1 fused: ms is 0, not null or a positive number"),
+            "a text workspace": ([row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0, workspace="1")],
+                                 'zmoe f32 exact 1 fused: workspace_bytes is "1", not null or a non-negative number'),
+            "a negative peak": ([peak(1, -1.0), row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0)],
+                                "the 1-thread fma-peak row: gflops is -1.0, not null or a positive number"),
         }
         for name, (payload, message) in cases.items():
             with self.subTest(name):

@@ -227,12 +227,27 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
     temp_slot_ = register_temp(temp_path_);
   }
   if (existing != nullptr) {
-    // The replacement keeps the replaced file's owner (where we may set it:
-    // as root) and permission bits, so a private file stays private.
-    if (::fchown(fd_, existing->st_uid, existing->st_gid) != 0) {
-      // Not permitted for another user's file; its bits still apply.
+    // The replacement keeps the replaced file's owner and group where we may
+    // set them (the owner as root; the group as a member of it, which
+    // fchown refuses together with another user's uid), and its permission
+    // bits, so a private file stays private and a shared one shared. Bits
+    // meant for an owner or group not kept would apply to the writer's
+    // instead: the set-id bits go, and the group gets no more than "other"
+    // had, so nobody gains access.
+    if (::fchown(fd_, existing->st_uid, existing->st_gid) != 0 &&
+        ::fchown(fd_, static_cast<uid_t>(-1), existing->st_gid) != 0) {
+      // Neither is permitted: the writer's group stays, limited below.
     }
-    if (::fchmod(fd_, existing->st_mode & 07777) != 0) {
+    struct stat now {};
+    mode_t mode = existing->st_mode & 07777;
+    if (::fstat(fd_, &now) != 0) {  // assume neither was kept
+      now.st_uid = static_cast<uid_t>(-1);
+      now.st_gid = static_cast<gid_t>(-1);
+    }
+    if (now.st_uid != existing->st_uid) mode &= ~static_cast<mode_t>(S_ISUID);
+    if (now.st_gid != existing->st_gid)
+      mode = (mode & ~static_cast<mode_t>(S_ISGID | S_IRWXG)) | (mode & S_IRWXG & ((mode & S_IRWXO) << 3));
+    if (::fchmod(fd_, mode) != 0) {
       const int err = errno;
       discard();  // a constructor that throws gets no destructor call
       fail("cannot set the permissions of the new file", err);

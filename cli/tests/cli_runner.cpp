@@ -74,7 +74,7 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
       }
       if (ok && options.user) {
         const auto [uid, gid] = *options.user;
-        ok = setgroups(0, nullptr) == 0 && setgid(gid) == 0 && setuid(uid) == 0;
+        ok = setgroups(options.groups.size(), options.groups.data()) == 0 && setgid(gid) == 0 && setuid(uid) == 0;
       }
       if (!ok) {
         constexpr char kMessage[] = "cli_test: cannot switch to the requested user or limit\n";

@@ -33,6 +33,8 @@ struct RunOptions {
   // Runs the command as this user and group (the test must be root): root
   // passes every permission check that a test may be about.
   std::optional<std::pair<uid_t, gid_t>> user = std::nullopt;
+  // With `user`: its supplementary groups (none by default).
+  std::vector<gid_t> groups = {};
   // Caps the command's address space (RLIMIT_AS), so an allocation too
   // large for it fails as on a machine without that much memory.
   std::optional<unsigned long long> address_space_bytes = std::nullopt;

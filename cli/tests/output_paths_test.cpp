@@ -49,6 +49,18 @@ class OutputPathTest : public GradXTest {
     return read_file("plain.npy");
   }
 
+  // As root: the user nobody, who is then given the test directory and all
+  // it holds, so that a command run as nobody may create files there.
+  std::pair<uid_t, gid_t> hand_the_directory_to_nobody() {
+    const passwd* nobody = getpwnam("nobody");
+    const std::pair<uid_t, gid_t> user{nobody != nullptr ? nobody->pw_uid : 65534,
+                                       nobody != nullptr ? nobody->pw_gid : 65534};
+    for (const auto& entry : std::filesystem::directory_iterator(dir()))
+      EXPECT_EQ(chown(entry.path().c_str(), user.first, user.second), 0) << entry.path();
+    EXPECT_EQ(chown(dir().c_str(), user.first, user.second), 0);
+    return user;
+  }
+
   const MoeProblem p_ = make_problem(6, 2, 4, 5, 7, 2);
   const Encoding e_;
 };
@@ -159,13 +171,7 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
   write_file("ro.npy", "old");
   ASSERT_EQ(chmod(path("ro.npy").c_str(), 0444), 0);
   RunOptions as;
-  if (geteuid() == 0) {
-    const passwd* nobody = getpwnam("nobody");
-    as.user = {nobody != nullptr ? nobody->pw_uid : 65534, nobody != nullptr ? nobody->pw_gid : 65534};
-    for (const auto& entry : std::filesystem::directory_iterator(dir()))
-      ASSERT_EQ(chown(entry.path().c_str(), as.user->first, as.user->second), 0);
-    ASSERT_EQ(chown(dir().c_str(), as.user->first, as.user->second), 0);
-  }
+  if (geteuid() == 0) as.user = hand_the_directory_to_nobody();
   const RunResult control = run_moegrad(args(p_, e_, path("new.npy")), as);
   ASSERT_EQ(control.exit_code, 0) << "this user cannot write here at all: " << control.err;
   expect_error(args(p_, e_, path("ro.npy")), 1, path("ro.npy") + ": cannot be overwritten: Permission denied", as);
@@ -173,6 +179,45 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
   struct stat st {};
   ASSERT_EQ(stat(path("ro.npy").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0444u);
+}
+
+// Replacing another user's file keeps its group where the writer belongs to
+// it, as a shell redirection (which writes in place) keeps it: a file shared
+// through its group stays shared. Where the group cannot be kept, the group
+// bits would apply to the writer's group: they get no more than "other" had.
+// Here root owns the files and the command runs as nobody.
+TEST_F(OutputPathTest, AnotherUsersFileKeepsItsGroupOrGrantsNoMore) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to own the files and run the command as another user";
+  const std::string want = plain_output();
+  const std::pair<uid_t, gid_t> nobody = hand_the_directory_to_nobody();
+  constexpr gid_t kTeam = 4242;  // nobody's only where the run says so
+  ASSERT_NE(nobody.second, kTeam);
+  const auto shared_file = [&](const std::string& name, mode_t mode) {
+    write_file(name, "old");
+    ASSERT_EQ(chown(path(name).c_str(), 0, kTeam), 0);
+    ASSERT_EQ(chmod(path(name).c_str(), mode), 0);
+  };
+  struct stat st {};
+
+  // A member of the group: root:team 0660 becomes nobody:team 0660.
+  shared_file("team.npy", 0660);
+  RunResult r = run_moegrad(args(p_, e_, path("team.npy")), RunOptions{.user = nobody, .groups = {kTeam}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file("team.npy"), want);
+  ASSERT_EQ(stat(path("team.npy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody.first);
+  EXPECT_EQ(st.st_gid, kTeam) << "the file left its group";
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+
+  // Not a member, writing through "other": root:team 0662 (group rw, other
+  // w) becomes nobody:nobody's group with group bits rw & w = w: 0622.
+  shared_file("other.npy", 0662);
+  r = run_moegrad(args(p_, e_, path("other.npy")), RunOptions{.user = nobody});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file("other.npy"), want);
+  ASSERT_EQ(stat(path("other.npy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, nobody.second);
+  EXPECT_EQ(st.st_mode & 07777, 0622u) << "the writer's group got the old group's access";
 }
 
 // NAME_MAX is the limit on the output's name, not on that name plus the

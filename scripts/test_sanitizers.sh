@@ -27,7 +27,7 @@ cc=${MOEGRAD_SANITIZER_CC:-gcc}
 which=${MOEGRAD_SANITIZERS:-asan tsan}
 # Multithreaded tests: the hardening concurrency suite, determinism over
 # thread counts, concurrent runs on one context, thread-local errors.
-tsan_tests=${MOEGRAD_TSAN_TESTS:-'Concurrency\.|Determinism\.|ThreadLocal|EveryThreadCount|ConcurrentRuns|NoAllocation\.'}
+tsan_tests=${MOEGRAD_TSAN_TESTS:-'Concurrency\.|Determinism\.|ThreadLocal|EveryThreadCount|ConcurrentRuns|NoAllocation\.|ThreadPool\.'}
 
 configure() {  # dir sanitizers
   CC=$cc CXX=$cxx cmake -S . -B "$1" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -59,7 +59,7 @@ if [[ " $which " == *" tsan "* ]]; then
   # Only the test binaries that hold multithreaded tests (those that exist).
   targets=()
   available=$(cmake --build build-tsan --target help)
-  for t in moegrad_hardening_test moegrad_no_alloc_test grad_x_determinism_test api_test ops_test; do
+  for t in moegrad_hardening_test moegrad_no_alloc_test grad_x_determinism_test api_test ops_test thread_pool_test; do
     if grep -qE "^\.\.\. $t( |$)" <<<"$available"; then targets+=("$t"); fi
   done
   build build-tsan --target "${targets[@]}"

@@ -123,14 +123,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   // Last, so the timings are out: but a script reading only the JSON,
   // which has no check column, must still learn that a path computed
   // something else.
-  std::vector<std::string> failed;
-  for (const ShapeReport& report : reports) {
-    for (const Row& r : report.rows) {
-      if (r.check_failed)
-        failed.push_back(*r.shape + " " + *r.dtype + " t=" + std::to_string(r.threads) + " " + r.path +
-                         (r.mode == "exact" ? "" : " " + *r.mode));
-    }
-  }
+  const std::vector<std::string> failed = failed_checks(reports);
   if (failed.empty()) return cli::kExitOk;
   std::string list;
   for (const std::string& f : failed) list += (list.empty() ? "" : ", ") + f;

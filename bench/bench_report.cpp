@@ -192,4 +192,16 @@ std::string json_text(const std::vector<Row>& rows) {
   return text;
 }
 
+std::vector<std::string> failed_checks(const std::vector<ShapeReport>& reports) {
+  std::vector<std::string> failed;
+  for (const ShapeReport& report : reports) {
+    for (const Row& r : report.rows) {
+      if (!r.check_failed) continue;
+      failed.push_back(r.shape.value_or("?") + " " + r.dtype.value_or("?") + " t=" + std::to_string(r.threads) + " " +
+                       r.path + (r.mode.value_or("exact") == "exact" ? "" : " " + *r.mode));
+    }
+  }
+  return failed;
+}
+
 }  // namespace moegrad::bench

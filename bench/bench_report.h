@@ -50,5 +50,8 @@ void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& m
 void print_json(std::FILE* out, const std::vector<Row>& rows);
 // What print_json writes, as text (for --json-file).
 std::string json_text(const std::vector<Row>& rows);
+// The rows whose check failed, in order, each as "shape dtype t=N path"
+// (plus the mode where it is not exact).
+std::vector<std::string> failed_checks(const std::vector<ShapeReport>& reports);
 
 }  // namespace moegrad::bench

@@ -16,7 +16,8 @@ f16 and bf16 exact and bf16 fast: 55 in all. Other shapes and thread counts
 in the run are checked too. Prints one line per check: PASS, MISS, or n/a
 where the run cannot show it (a path, row or field it lacks: a run of some
 shapes or dtypes, no oneDNN, no AVX512_BF16 for the fast mode, no second
-thread), then how many were met. Exit status: 0 when every check passes and
+thread, or a path whose grad_x failed the bench's cross-check, whose times
+the bench then leaves null), then how many were met. Exit status: 0 when every check passes and
 none is n/a, 1 when one misses, 2 when the input is not such a run, 3 when
 none misses but some are n/a. Standard library only.
 
@@ -25,6 +26,7 @@ none misses but some are n/a. Standard library only.
 
 import argparse
 import json
+import math
 import sys
 
 PEAK = {"zmoe": 0.90, "large-token": 0.80, "fine-grained": 0.75}
@@ -48,7 +50,8 @@ def number(row, field, what, positive):
     v = row[field]
     if v is None:
         return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v > 0 if positive else v >= 0):
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+            or not (v > 0 if positive else v >= 0)):
         raise BadRun(f"{what}: {field} is {json.dumps(v)}, not null or a {'positive' if positive else 'non-negative'} number")
     return v
 
@@ -63,6 +66,11 @@ def load_rows(text):
     peaks, paths = {}, {}
     for r in rows:
         try:
+            key_types = ({"path": str, "threads": int} if r["path"] == "fma-peak" else
+                         {"shape": str, "dtype": str, "mode": str, "threads": int, "path": str})
+            for field, kind in key_types.items():
+                if isinstance(r[field], bool) or not isinstance(r[field], kind):
+                    raise BadRun(f"a row's {field} is {json.dumps(r[field])}, not {'a string' if kind is str else 'an integer'}")
             if r["path"] == "fma-peak":
                 peaks[r["threads"]] = number(r, "gflops", f"the {r['threads']}-thread fma-peak row", positive=True)
                 continue
@@ -160,8 +168,8 @@ def evaluate(name, key, what, row, peaks, paths):
             return "no oneDNN bf16 time"
         return what + " fused/oneDNN bf16 time", row["ms"] / onednn["ms"], FAST_BF16, False
     # workspace
-    if row.get("workspace_bytes") is None or row.get("batch") is None:
-        return "no workspace bytes"
+    if row.get("workspace_bytes") is None or row.get("batch") is None or row.get("top_k") is None:
+        return "no workspace bytes, batch or top_k"
     cap = 8 * row["batch"] * row["top_k"] + WORKSPACE_SLACK
     return what + " workspace/(8*L + 4 MiB)", row["workspace_bytes"] / cap, 1.0, False
 
@@ -175,7 +183,8 @@ def check(peaks, paths):
         what = f"{shape} {dtype}{'' if mode == 'exact' else ' ' + mode} t={threads}"
         for name in targets(*key):
             if not measured(row):
-                c.na(name, what, "no fused row in this run" if row is None else "the fused path was not measured")
+                c.na(name, what, "no fused row in this run" if row is None else
+                     "no fused time (not measured, or its grad_x failed the bench's check)")
                 continue
             result = evaluate(name, key, what, row, peaks, paths)
             if isinstance(result, str):

@@ -230,23 +230,34 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
     // The replacement keeps the replaced file's owner and group where we may
     // set them (the owner as root; the group as a member of it, which
     // fchown refuses together with another user's uid), and its permission
-    // bits, so a private file stays private and a shared one shared. Bits
-    // meant for an owner or group not kept would apply to the writer's
-    // instead: the set-id bits go, and the group gets no more than "other"
-    // had, so nobody gains access.
+    // bits, so a private file stays private and a shared one shared. Where
+    // the owner or group is not kept, those who held it fall into the
+    // remaining classes, and the writer's group or the directory's takes
+    // the group bits: so the group and other bits are limited to what each
+    // class they could now apply to had, and the set-id bits go. No one
+    // but the writer gains access.
     if (::fchown(fd_, existing->st_uid, existing->st_gid) != 0 &&
         ::fchown(fd_, static_cast<uid_t>(-1), existing->st_gid) != 0) {
-      // Neither is permitted: the writer's group stays, limited below.
+      // Neither is permitted: the new file's group stays, limited below.
     }
     struct stat now {};
-    mode_t mode = existing->st_mode & 07777;
     if (::fstat(fd_, &now) != 0) {  // assume neither was kept
       now.st_uid = static_cast<uid_t>(-1);
       now.st_gid = static_cast<gid_t>(-1);
     }
-    if (now.st_uid != existing->st_uid) mode &= ~static_cast<mode_t>(S_ISUID);
-    if (now.st_gid != existing->st_gid)
-      mode = (mode & ~static_cast<mode_t>(S_ISGID | S_IRWXG)) | (mode & S_IRWXG & ((mode & S_IRWXO) << 3));
+    mode_t mode = existing->st_mode & 07777;
+    const mode_t user = (mode >> 6) & 7;
+    mode_t group = (mode >> 3) & 7, other = mode & 7;
+    if (now.st_gid != existing->st_gid) {
+      group = other = group & other;
+      mode &= ~static_cast<mode_t>(S_ISGID);
+    }
+    if (now.st_uid != existing->st_uid) {
+      group &= user;
+      other &= user;
+      mode &= ~static_cast<mode_t>(S_ISUID);
+    }
+    mode = (mode & ~static_cast<mode_t>(0777)) | user << 6 | group << 3 | other;
     if (::fchmod(fd_, mode) != 0) {
       const int err = errno;
       discard();  // a constructor that throws gets no destructor call

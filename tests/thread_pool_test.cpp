@@ -1,7 +1,7 @@
 // runtime::ThreadPool on its own: a run on w workers calls indices 0..w-1
 // once each (0 on the calling thread, the others each on a thread of its
 // own, all at once), for any sequence of runs, including runs on fewer
-// workers than the pool has, which leave the other threads asleep.
+// workers than the pool has, which must not call the job on the others.
 #include <gtest/gtest.h>
 
 #include <algorithm>

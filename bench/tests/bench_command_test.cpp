@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_command.h"
+#include "bench_report.h"
 #include "bench_runner.h"
 #include "cpu_affinity.h"
 #include "run_bench_captured.h"
@@ -403,6 +404,50 @@ TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
   EXPECT_LE(shown, (m1 + 0.0005) / std::max(mt - 0.0005, 1e-9) + 0.005) << line;
   EXPECT_NE(line.find(", nonfused "), std::string::npos) << line;
   EXPECT_EQ(line.back(), 'x') << line;
+}
+
+// A row that failed its check, made by hand (the end-to-end failure of a
+// baseline is bench_cross_check_test's): every kind the runner flags.
+moegrad::bench::Row checked_row(const std::string& shape, const std::string& dtype, const std::string& mode,
+                                int threads, const std::string& path, bool failed) {
+  return {.shape = shape, .batch = 64, .top_k = 2, .experts = 4, .k = 64, .n = 32, .dtype = dtype, .mode = mode,
+          .threads = threads, .path = path, .ms = 2.0, .ms_min = 1.5, .ms_max = 3.0, .gflops = 7.0,
+          .workspace_bytes = 4096, .peak_rss_bytes = 1 << 20, .check = failed ? "FAIL" : "ok", .check_failed = failed};
+}
+
+TEST(BenchReport, FailedChecksNameEachFailedRowInOrder) {
+  using moegrad::bench::ShapeReport;
+  std::vector<ShapeReport> reports(2);
+  reports[0].rows = {checked_row("zmoe", "f32", "exact", 1, "fused", false),
+                     checked_row("zmoe", "f32", "exact", 2, "fused", true),  // differs across threads
+                     checked_row("zmoe", "f32", "exact", 1, "nonfused", true),
+                     checked_row("zmoe", "bf16", "fast-bf16", 1, "fused", true),
+                     checked_row("zmoe", "f32", "exact", 2, "onednn-nonfused", false)};
+  reports[1].rows = {checked_row("8,2,2,16,16", "f16", "exact", 2, "onednn-nonfused", true)};
+  EXPECT_EQ(moegrad::bench::failed_checks(reports),
+            (std::vector<std::string>{"zmoe f32 t=2 fused", "zmoe f32 t=1 nonfused", "zmoe bf16 t=1 fused fast-bf16",
+                                      "8,2,2,16,16 f16 t=2 onednn-nonfused"}));
+  reports[0].rows[1].check_failed = reports[0].rows[2].check_failed = reports[0].rows[3].check_failed = false;
+  reports[1].rows[0].check_failed = false;
+  EXPECT_TRUE(moegrad::bench::failed_checks(reports).empty());
+}
+
+// The JSON has no check field: a failed row's times are null there, its
+// other fields kept; a passing row keeps its times.
+TEST(BenchReport, AFailedRowHasNullTimesInTheJson) {
+  const std::vector<moegrad::bench::Row> rows = {checked_row("zmoe", "f32", "exact", 1, "nonfused", true),
+                                                 checked_row("zmoe", "f32", "exact", 1, "fused", false)};
+  const std::vector<const JsonObject*> parsed = parse_rows(moegrad::bench::json_text(rows));
+  ASSERT_EQ(parsed.size(), 2u);
+  for (const char* k : {"ms", "ms_min", "ms_max", "gflops"}) {
+    EXPECT_TRUE(parsed[0]->at(k).is_null()) << k;
+    ASSERT_TRUE(parsed[1]->at(k).is_number()) << k;
+  }
+  EXPECT_EQ(parsed[1]->at("ms").number(), 2.0);
+  EXPECT_EQ(parsed[1]->at("gflops").number(), 7.0);
+  EXPECT_EQ(parsed[0]->at("workspace_bytes").number(), 4096);
+  EXPECT_EQ(parsed[0]->at("peak_rss_bytes").number(), 1 << 20);
+  EXPECT_EQ(parsed[0]->at("path").string(), "nonfused");
 }
 
 TEST(BenchCommand, HelpExitsZero) {

@@ -230,6 +230,13 @@ class CheckTargets(unittest.TestCase):
                                  'zmoe f32 exact 1 fused: workspace_bytes is "1", not null or a non-negative number'),
             "a negative peak": ([peak(1, -1.0), row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0)],
                                 "the 1-thread fma-peak row: gflops is -1.0, not null or a positive number"),
+            "an infinite time": ('[{"shape": "zmoe", "batch": 2048, "top_k": 4, "dtype": "f32", "mode": "exact", '
+                                 '"threads": 1, "path": "fused", "ms": Infinity, "ms_min": 1, "ms_max": 1, '
+                                 '"gflops": 1, "workspace_bytes": 1}]',
+                                 "zmoe f32 exact 1 fused: ms is Infinity, not null or a positive number"),
+            "a list for a shape": ([dict(row("zmoe", "f32", "exact", 1, "fused"), shape=["zmoe"])],
+                                   "a row's shape is [\"zmoe\"], not a string"),
+            "text threads": ([peak("1", 1.0)], "a row's threads is \"1\", not an integer"),
         }
         for name, (payload, message) in cases.items():
             with self.subTest(name):
@@ -237,6 +244,13 @@ class CheckTargets(unittest.TestCase):
                 self.assertEqual(status, 2)
                 self.assertEqual(stdout, "")
                 self.assertRegex(stderr, r"^check_targets: error: -: .*" + re.escape(message))
+
+    def test_a_row_without_top_k_has_no_workspace_check(self):
+        # L = batch * top_k is unknown: the workspace check is n/a, not a crash.
+        status, stdout, _ = run([row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0, workspace=1, top_k=None)])
+        self.assertEqual(verdicts(stdout)[("workspace", "zmoe f32 t=1")],
+                         ("n/a", None))
+        self.assertEqual(status, 3)
 
     def test_unreadable_file(self):
         p = subprocess.run([sys.executable, SCRIPT, "/nonexistent/run.json"], capture_output=True, text=True,

@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <future>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -50,14 +51,15 @@ class OutputPathTest : public GradXTest {
   }
 
   // As root: the user nobody, who is then given the test directory and all
-  // it holds, so that a command run as nobody may create files there.
-  std::pair<uid_t, gid_t> hand_the_directory_to_nobody() {
+  // it holds, so that a command run as nobody may create files there
+  // (nullopt where a chown fails).
+  std::optional<std::pair<uid_t, gid_t>> hand_the_directory_to_nobody() {
     const passwd* nobody = getpwnam("nobody");
     const std::pair<uid_t, gid_t> user{nobody != nullptr ? nobody->pw_uid : 65534,
                                        nobody != nullptr ? nobody->pw_gid : 65534};
     for (const auto& entry : std::filesystem::directory_iterator(dir()))
-      EXPECT_EQ(chown(entry.path().c_str(), user.first, user.second), 0) << entry.path();
-    EXPECT_EQ(chown(dir().c_str(), user.first, user.second), 0);
+      if (chown(entry.path().c_str(), user.first, user.second) != 0) return std::nullopt;
+    if (chown(dir().c_str(), user.first, user.second) != 0) return std::nullopt;
     return user;
   }
 
@@ -171,7 +173,10 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
   write_file("ro.npy", "old");
   ASSERT_EQ(chmod(path("ro.npy").c_str(), 0444), 0);
   RunOptions as;
-  if (geteuid() == 0) as.user = hand_the_directory_to_nobody();
+  if (geteuid() == 0) {
+    as.user = hand_the_directory_to_nobody();
+    ASSERT_TRUE(as.user) << "cannot give the test directory to nobody";
+  }
   const RunResult control = run_moegrad(args(p_, e_, path("new.npy")), as);
   ASSERT_EQ(control.exit_code, 0) << "this user cannot write here at all: " << control.err;
   expect_error(args(p_, e_, path("ro.npy")), 1, path("ro.npy") + ": cannot be overwritten: Permission denied", as);
@@ -183,41 +188,50 @@ TEST_F(OutputPathTest, AReadOnlyOutputIsRefusedAndKept) {
 
 // Replacing another user's file keeps its group where the writer belongs to
 // it, as a shell redirection (which writes in place) keeps it: a file shared
-// through its group stays shared. Where the group cannot be kept, the group
-// bits would apply to the writer's group: they get no more than "other" had.
-// Here root owns the files and the command runs as nobody.
-TEST_F(OutputPathTest, AnotherUsersFileKeepsItsGroupOrGrantsNoMore) {
+// through its group stays shared. Where the group or owner is not kept, the
+// old group's members and the old owner fall into the remaining classes: no
+// class may then give anyone more than they had, and set-id bits go. Here
+// root owns the files and the command runs as nobody.
+TEST_F(OutputPathTest, AnotherUsersFileKeepsItsGroupOrGrantsNoOneMore) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root, to own the files and run the command as another user";
   const std::string want = plain_output();
-  const std::pair<uid_t, gid_t> nobody = hand_the_directory_to_nobody();
+  const std::optional<std::pair<uid_t, gid_t>> nobody = hand_the_directory_to_nobody();
+  ASSERT_TRUE(nobody) << "cannot give the test directory to nobody";
   constexpr gid_t kTeam = 4242;  // nobody's only where the run says so
-  ASSERT_NE(nobody.second, kTeam);
-  const auto shared_file = [&](const std::string& name, mode_t mode) {
-    write_file(name, "old");
-    ASSERT_EQ(chown(path(name).c_str(), 0, kTeam), 0);
-    ASSERT_EQ(chmod(path(name).c_str(), mode), 0);
+  ASSERT_NE(nobody->second, kTeam);
+  struct Case {
+    const char* what;
+    mode_t before;
+    std::vector<gid_t> groups;  // nobody's supplementary groups
+    gid_t group_after;
+    mode_t after;
   };
-  struct stat st {};
-
-  // A member of the group: root:team 0660 becomes nobody:team 0660.
-  shared_file("team.npy", 0660);
-  RunResult r = run_moegrad(args(p_, e_, path("team.npy")), RunOptions{.user = nobody, .groups = {kTeam}});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(read_file("team.npy"), want);
-  ASSERT_EQ(stat(path("team.npy").c_str(), &st), 0);
-  EXPECT_EQ(st.st_uid, nobody.first);
-  EXPECT_EQ(st.st_gid, kTeam) << "the file left its group";
-  EXPECT_EQ(st.st_mode & 07777, 0660u);
-
-  // Not a member, writing through "other": root:team 0662 (group rw, other
-  // w) becomes nobody:nobody's group with group bits rw & w = w: 0622.
-  shared_file("other.npy", 0662);
-  r = run_moegrad(args(p_, e_, path("other.npy")), RunOptions{.user = nobody});
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(read_file("other.npy"), want);
-  ASSERT_EQ(stat(path("other.npy").c_str(), &st), 0);
-  EXPECT_EQ(st.st_gid, nobody.second);
-  EXPECT_EQ(st.st_mode & 07777, 0622u) << "the writer's group got the old group's access";
+  const Case cases[] = {
+      // A member of the group: root:team stays team, its bits stay.
+      {"a member of the group", 0660, {kTeam}, kTeam, 0660},
+      // Not a member, writing through "other": the new group (nobody's)
+      // gets group & other = w, and so does other; the old owner's rw
+      // bounds both.
+      {"group rw, other w", 0662, {}, nobody->second, 0622},
+      // The team was denied; as "other" now, it must stay denied.
+      {"a group denied what others may", 0606, {}, nobody->second, 0600},
+      // Set-user-id and set-group-id go with root and the team.
+      {"set-id bits", 06777, {}, nobody->second, 0777},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    write_file("out.npy", "old");
+    ASSERT_EQ(chown(path("out.npy").c_str(), 0, kTeam), 0);
+    ASSERT_EQ(chmod(path("out.npy").c_str(), c.before), 0);
+    const RunResult r = run_moegrad(args(p_, e_, path("out.npy")), RunOptions{.user = nobody, .groups = c.groups});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(read_file("out.npy"), want);
+    struct stat st {};
+    ASSERT_EQ(stat(path("out.npy").c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, nobody->first);
+    EXPECT_EQ(st.st_gid, c.group_after);
+    EXPECT_EQ(st.st_mode & 07777, c.after) << std::oct << "0" << (st.st_mode & 07777) << " from 0" << c.before;
+  }
 }
 
 // NAME_MAX is the limit on the output's name, not on that name plus the

@@ -319,7 +319,14 @@ int run(const Options& o) {
   for (size_t i = 0; i < n; ++i) {
     const float ga = run_a.grad_x()[i], gb = run_b.grad_x()[i];
     if (std::memcmp(&ga, &gb, sizeof(float)) != 0) ++differ;
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(ga) - static_cast<double>(gb)));
+    // A NaN in one build only is the largest difference there can be
+    // (std::max would drop it); two NaNs differ in their bits alone.
+    const double diff = std::fabs(static_cast<double>(ga) - static_cast<double>(gb));
+    if (!std::isnan(diff)) {
+      max_diff = std::max(max_diff, diff);
+    } else if (std::isnan(ga) != std::isnan(gb)) {
+      max_diff = std::numeric_limits<double>::infinity();
+    }
     max_abs = std::max(max_abs, std::fabs(static_cast<double>(ga)));
   }
   if (differ != 0) {

@@ -99,6 +99,19 @@ TEST(BenchCrossCheck, AFailedCheckExitsOneAfterTheResults) {
   EXPECT_EQ(dir.read("run.json"), c.out);
 }
 
+// A baseline that leaves an element NaN (as one that never writes it would,
+// over the NaN the bench fills its output with) fails like any other.
+TEST(BenchCrossCheck, ANanInTheBaselineFails) {
+  const FakeError error("nan");
+  const Captured c = run_bench({"--shape", kShape, "--dtype", "f32", "--threads", "1", "--reps", "1"});
+  EXPECT_EQ(c.status, 1) << c.err;
+  EXPECT_NE(c.err.find("onednn-nonfused: grad_x differs from the fused one: max |diff| = inf"), std::string::npos)
+      << c.err;
+  const std::vector<std::string> checks = onednn_checks(c.out);
+  ASSERT_EQ(checks.size(), 1u) << c.out;
+  EXPECT_EQ(checks[0], "FAIL rel inf");
+}
+
 // Every failed check is counted, one per shape, and the table marks each
 // row.
 TEST(BenchCrossCheck, EachFailedCheckIsNamed) {

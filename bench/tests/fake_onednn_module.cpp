@@ -2,7 +2,7 @@
 // `moegrad bench`'s cross-check: its "non-fused path" is float64 loops over
 // the problem, rounded to f32, with one element then moved by a chosen
 // fraction of max |grad_x| (MOEGRAD_TEST_FAKE_ONEDNN_ERROR, read at every
-// run; 0 or unset: none). So a test can hand the command a baseline that
+// run; 0 or unset: none; nan: the element becomes NaN). So a test can hand the command a baseline that
 // agrees with the fused grad_x, one just inside the tolerance, and one
 // outside it, with no hook in the command itself. f32 only.
 #include <cmath>

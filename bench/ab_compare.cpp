@@ -33,6 +33,7 @@
 #include "bench_options.h"
 #include "dl_tensor.h"
 #include "float_formats.h"
+#include "grad_x_diff.h"
 #include "random_data.h"
 #include "routing.h"
 #include "stats.h"
@@ -314,25 +315,11 @@ int run(const Options& o) {
               sorted_quantile(ratio, 0.25), sorted_quantile(ratio, 0.75), ratio.front(), ratio.back());
 
   const size_t n = static_cast<size_t>(s.batch) * static_cast<size_t>(s.k);
-  size_t differ = 0;
-  double max_diff = 0, max_abs = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float ga = run_a.grad_x()[i], gb = run_b.grad_x()[i];
-    if (std::memcmp(&ga, &gb, sizeof(float)) != 0) ++differ;
-    // A NaN in one build only is the largest difference there can be
-    // (std::max would drop it); two NaNs differ in their bits alone.
-    const double diff = std::fabs(static_cast<double>(ga) - static_cast<double>(gb));
-    if (!std::isnan(diff)) {
-      max_diff = std::max(max_diff, diff);
-    } else if (std::isnan(ga) != std::isnan(gb)) {
-      max_diff = std::numeric_limits<double>::infinity();
-    }
-    max_abs = std::max(max_abs, std::fabs(static_cast<double>(ga)));
-  }
-  if (differ != 0) {
-    std::printf("grad_x: %zu of %zu elements differ between A and B (largest difference %.3g of max |grad_x| "
-                "%.3g)\n",
-                differ, n, max_diff, max_abs);
+  const moegrad::bench::Diff diff = moegrad::bench::compare(run_b.grad_x(), run_a.grad_x(), n);
+  if (!diff.identical) {
+    std::printf("grad_x: %" PRIu64 " of %zu elements differ between A and B (largest difference %.3g of max "
+                "|grad_x| %.3g)\n",
+                diff.differing, n, diff.max_abs_diff, diff.max_abs_ref);
     return 3;
   }
   std::printf("grad_x: A and B bitwise identical\n");

@@ -120,9 +120,8 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     json_file->write(text.data(), text.size());
     json_file->commit();
   }
-  // Last, so the timings are out: but a script reading only the JSON,
-  // which has no check column, must still learn that a path computed
-  // something else.
+  // Last, so that every result is out first; the JSON, which has no check
+  // field, has null times for these rows (print_json).
   const std::vector<std::string> failed = failed_checks(reports);
   if (failed.empty()) return cli::kExitOk;
   std::string list;

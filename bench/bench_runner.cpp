@@ -19,6 +19,7 @@
 #include "bench_problem.h"
 #include "dl_tensor.h"
 #include "driver/nonfused_grad_x.h"
+#include "grad_x_diff.h"
 #include "onednn_nonfused.h"
 #include "peak_rss.h"
 #include "random_data.h"
@@ -99,23 +100,6 @@ struct ThreadPaths {
   std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
   bool fast_runs = false, onednn_runs = false;
 };
-
-struct Diff {
-  bool identical = false;
-  double max_abs_diff = 0;  // +inf if a NaN shows up
-  double max_abs_ref = 0;
-};
-
-Diff compare(const float* out, const float* ref, size_t count) {
-  Diff d;
-  d.identical = std::memcmp(out, ref, count * sizeof(float)) == 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double diff = std::fabs(static_cast<double>(out[i]) - static_cast<double>(ref[i]));
-    d.max_abs_diff = std::max(d.max_abs_diff, std::isnan(diff) ? std::numeric_limits<double>::infinity() : diff);
-    d.max_abs_ref = std::max(d.max_abs_ref, std::fabs(static_cast<double>(ref[i])));
-  }
-  return d;
-}
 
 std::string format_g(const char* fmt, double v) {
   char buf[64];

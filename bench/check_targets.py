@@ -17,9 +17,9 @@ in the run are checked too. Prints one line per check: PASS, MISS, or n/a
 where the run cannot show it (a path, row or field it lacks: a run of some
 shapes or dtypes, no oneDNN, no AVX512_BF16 for the fast mode, no second
 thread, or a path whose grad_x failed the bench's cross-check, whose times
-the bench then leaves null), then how many were met. Exit status: 0 when every check passes and
-none is n/a, 1 when one misses, 2 when the input is not such a run, 3 when
-none misses but some are n/a. Standard library only.
+the bench then leaves null), then how many were met. Exit status: 0 when
+every check passes and none is n/a, 1 when one misses, 2 when the input is
+not such a run, 3 when none misses but some are n/a. Standard library only.
 
   build/bin/moegrad bench --json > run.json && bench/check_targets.py run.json
 """
@@ -52,7 +52,8 @@ def number(row, field, what, positive):
         return v
     if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
             or not (v > 0 if positive else v >= 0)):
-        raise BadRun(f"{what}: {field} is {json.dumps(v)}, not null or a {'positive' if positive else 'non-negative'} number")
+        bound = "positive" if positive else "non-negative"
+        raise BadRun(f"{what}: {field} is {json.dumps(v)}, not null or a {bound} number")
     return v
 
 
@@ -70,7 +71,8 @@ def load_rows(text):
                          {"shape": str, "dtype": str, "mode": str, "threads": int, "path": str})
             for field, kind in key_types.items():
                 if isinstance(r[field], bool) or not isinstance(r[field], kind):
-                    raise BadRun(f"a row's {field} is {json.dumps(r[field])}, not {'a string' if kind is str else 'an integer'}")
+                    kind_name = "a string" if kind is str else "an integer"
+                    raise BadRun(f"a row's {field} is {json.dumps(r[field])}, not {kind_name}")
             if r["path"] == "fma-peak":
                 peaks[r["threads"]] = number(r, "gflops", f"the {r['threads']}-thread fma-peak row", positive=True)
                 continue

@@ -132,6 +132,31 @@ std::string temp_name(const std::string& base, std::size_t room, int attempt) {
   return name;
 }
 
+// The directory part of a path ("." for a bare name).
+std::string directory_of(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Whether rename() may put a new file in the place of `target` (a regular
+// file, `st` its stat). Not where it is a mount point, such as a file
+// bind-mounted into a container (EBUSY), nor another user's file in a
+// sticky directory such as /tmp, unless the directory is ours or we are
+// root (EPERM): asked now, since rename() would say so only after the work.
+bool replaceable_by_rename(const std::string& target, const struct stat& st) {
+  struct stat dir {};
+  if (::stat(directory_of(target).c_str(), &dir) != 0) return true;  // create_temp reports it
+  struct statx x {};
+  if (::statx(AT_FDCWD, target.c_str(), 0, STATX_BASIC_STATS, &x) == 0 &&
+      (x.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+    if ((x.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0) return false;
+  } else if (dir.st_dev != st.st_dev) {  // before Linux 5.8: a mount from another file system
+    return false;
+  }
+  const uid_t me = ::geteuid();
+  return (dir.st_mode & S_ISVTX) == 0 || me == 0 || me == st.st_uid || me == dir.st_uid;
+}
+
 }  // namespace
 
 void remove_temp_files_on_signal() noexcept {
@@ -177,12 +202,25 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     // any work. AT_EACCESS: the effective IDs, as open() would use.
     if (::faccessat(AT_FDCWD, target.c_str(), W_OK, AT_EACCESS) != 0)
       data_error(path_ + ": cannot be overwritten: " + std::strerror(errno));
+    if (!replaceable_by_rename(target, st)) {
+      // Rewritten in place, as a shell redirection would, but opened
+      // without truncation: the old contents stay until the first write,
+      // which comes only once the result is complete.
+      fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+      if (fd_ < 0) data_error(path_ + ": cannot open for writing: " + std::strerror(errno));
+      truncate_before_write_ = true;
+      return;
+    }
     create_temp(target, &st);
     return;
   }
+  const int err = errno;
   struct stat link {};
-  if (::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
-    data_error(path_ + ": a symbolic link to a file that does not exist");
+  if (::lstat(path_.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    // A link we may not follow (a loop: ELOOP) is not a dangling one.
+    if (err == ENOENT) data_error(path_ + ": a symbolic link to a file that does not exist");
+    data_error(path_ + ": " + std::strerror(err));
+  }
   create_temp(path_, nullptr);
 }
 
@@ -190,7 +228,7 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
   target_ = target;
   const std::size_t slash = target_.rfind('/');
   const std::string base = slash == std::string::npos ? target_ : target_.substr(slash + 1);
-  dir_ = slash == std::string::npos ? "." : (slash == 0 ? "/" : target_.substr(0, slash));
+  dir_ = directory_of(target_);
   // Room for the temp file's name: NAME_MAX, and what PATH_MAX leaves after
   // "DIR/" (a path as long as the target's must work too).
   long name_max = ::pathconf(dir_.c_str(), _PC_NAME_MAX);
@@ -280,7 +318,14 @@ void AtomicFile::fail(const std::string& what, int err) {
   data_error(path_ + ": " + what + ": " + std::strerror(err));
 }
 
+void AtomicFile::truncate_if_first_write() {
+  if (!truncate_before_write_) return;
+  if (::ftruncate(fd_, 0) != 0) fail("cannot truncate", errno);
+  truncate_before_write_ = false;
+}
+
 void AtomicFile::write(const void* data, std::size_t bytes) {
+  truncate_if_first_write();
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
@@ -296,6 +341,7 @@ void AtomicFile::write(const void* data, std::size_t bytes) {
 void AtomicFile::commit() {
   const int fd = fd_;
   if (temp_path_.empty()) {  // written in place
+    truncate_if_first_write();  // nothing was written: the result is empty
     fd_ = -1;
     if (::close(fd) != 0) fail("close failed", errno);
     committed_ = true;

@@ -11,7 +11,12 @@
 // redirection. Written in place, without a temp file: a file the process
 // already holds open for writing (/dev/stdout, /dev/fd/N: the caller's
 // redirection), through that descriptor, and a device or FIFO (a named
-// pipe), which cannot be replaced.
+// pipe), which cannot be replaced. So is a file that rename() may not
+// replace: a mount point (a file bind-mounted into a container) or another
+// user's file in a sticky directory such as /tmp. It is truncated only at
+// the first write, after the work: a failed run leaves it as it was, but a
+// write that fails midway (a full disk) leaves it partial, as a shell
+// redirection would.
 #pragma once
 
 #include <sys/stat.h>
@@ -38,6 +43,7 @@ class AtomicFile {
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
+  void truncate_if_first_write();
   void create_temp(const std::string& target, const struct stat* existing);
   // Closes the file and, unless committed, removes the temp file.
   void discard() noexcept;
@@ -49,6 +55,7 @@ class AtomicFile {
   int fd_ = -1;
   int temp_slot_ = -1;     // its entry in the signal handler's list
   bool committed_ = false;
+  bool truncate_before_write_ = false;  // a regular file rewritten in place
 };
 
 // For the signal handlers (async-signal-safe): unlinks every temp file not

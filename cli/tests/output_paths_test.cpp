@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -86,6 +88,66 @@ TEST_F(OutputPathTest, ASymlinkStaysAndItsFileIsReplacedWithItsPermissions) {
 TEST_F(OutputPathTest, ASymlinkToNothingIsRefused) {
   std::filesystem::create_symlink("missing.npy", dir() / "dangling.npy");
   expect_error(args(p_, e_, path("dangling.npy")), 1, "a symbolic link to a file that does not exist");
+  // A loop is not a link to nothing: the system's reason, as it gives it.
+  std::filesystem::create_symlink("loop.npy", dir() / "loop.npy");
+  expect_error(args(p_, e_, path("loop.npy")), 1, path("loop.npy") + ": " + std::strerror(ELOOP));
+}
+
+// A file rename() may not replace is rewritten in place, as a shell
+// redirection would, once the result is complete; until then, and when the
+// run fails, it keeps its contents. Its inode, owner and mode stay.
+class InPlaceOutputTest : public OutputPathTest {
+ protected:
+  void expect_written_in_place(const std::string& name, const std::string& shown_as, const RunOptions& as) {
+    const std::string want = plain_output();
+    struct stat before {};
+    ASSERT_EQ(stat(path(name).c_str(), &before), 0);
+    std::vector<std::string> failing = args(p_, e_, path(shown_as));
+    *(std::find(failing.begin(), failing.end(), "--batch") + 1) = "1";  // M exceeds the slots
+    expect_error(failing, 1, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS", as);
+    EXPECT_EQ(read_file(name), "old contents, longer than nothing");
+    const RunResult r = run_moegrad(args(p_, e_, path(shown_as)), as);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(read_file(name), want);
+    struct stat after {};
+    ASSERT_EQ(stat(path(name).c_str(), &after), 0);
+    EXPECT_EQ(after.st_ino, before.st_ino);
+    EXPECT_EQ(after.st_uid, before.st_uid);
+    EXPECT_EQ(after.st_mode, before.st_mode);
+  }
+};
+
+// rename() over a mount point fails (EBUSY): a file bind-mounted into a
+// container (`docker -v host/dx.npy:/out/dx.npy`) could not be written at
+// all, and only after the work.
+TEST_F(InPlaceOutputTest, ABindMountedFile) {
+  write_file("host.npy", "old contents, longer than nothing");
+  write_file("mounted.npy", "");
+  if (mount(path("host.npy").c_str(), path("mounted.npy").c_str(), nullptr, MS_BIND, nullptr) != 0)
+    GTEST_SKIP() << "cannot bind-mount here: " << std::strerror(errno);
+  struct Unmount {  // also when an assertion ends the test: the directory is removed after it
+    std::string at;
+    ~Unmount() { EXPECT_EQ(umount2(at.c_str(), 0), 0) << at << ": " << std::strerror(errno); }
+  } unmount{path("mounted.npy")};
+  expect_written_in_place("host.npy", "mounted.npy", {});
+}
+
+// In a sticky directory (/tmp) only the file's or the directory's owner may
+// rename over a file (EPERM): another user, whom the file's mode lets
+// write it, is written in place. Here root owns the directory and the file.
+TEST_F(InPlaceOutputTest, AnotherUsersFileInAStickyDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to own the files and run the command as another user";
+  const std::optional<std::pair<uid_t, gid_t>> nobody = hand_the_directory_to_nobody();
+  ASSERT_TRUE(nobody) << "cannot give the test directory to nobody";
+  ASSERT_EQ(mkdir(path("sticky").c_str(), 0777), 0);
+  ASSERT_EQ(chmod(path("sticky").c_str(), 01777), 0);
+  write_file("sticky/out.npy", "old contents, longer than nothing");
+  ASSERT_EQ(chmod(path("sticky/out.npy").c_str(), 0666), 0);
+  expect_written_in_place("sticky/out.npy", "sticky/out.npy", RunOptions{.user = nobody});
+  std::set<std::string> in_sticky;
+  for (const auto& entry : std::filesystem::directory_iterator(dir() / "sticky"))
+    in_sticky.insert(entry.path().filename().string());
+  EXPECT_EQ(in_sticky, std::set<std::string>{"out.npy"});
 }
 
 TEST_F(OutputPathTest, AFifoIsWrittenInPlace) {

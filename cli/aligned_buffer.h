@@ -21,6 +21,16 @@ class AlignedBuffer {
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
   ~AlignedBuffer();
 
+  // Address space for `bytes`, not yet backed by memory; back() makes it
+  // usable. For an output whose address the library's validation must see
+  // before its size is known to make sense: a wrong shape is then reported
+  // as what it is, not as a buffer too large for memory. Only a cap on the
+  // address space (RLIMIT_AS) refuses the reservation itself.
+  static AlignedBuffer reserve(std::size_t bytes, const char* what);
+  // Backs a reserved buffer with memory (no-op for any other). Throws the
+  // same out-of-memory CliError as the constructor.
+  void back(const char* what);
+
   std::byte* data() const noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
   template <class T>
@@ -32,6 +42,7 @@ class AlignedBuffer {
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
   std::size_t mapped_ = 0;  // > 0: data_ is an mmap of this many bytes
+  bool reserved_ = false;   // mapped without access: back() not yet called
 };
 
 }  // namespace moegrad::cli

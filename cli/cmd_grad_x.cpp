@@ -181,11 +181,14 @@ int cmd_grad_x(std::span<char* const> args) {
     data_error("grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
                "] overflows 64-bit size");
   }
-  // Named with its shape and where that comes from: a mistyped --batch
-  // shows up here first, as a buffer that cannot be allocated.
+  // Named with its shape and where that comes from, so that a mistyped
+  // --batch is recognisable when the buffer cannot be had. Only reserved
+  // until the library has checked the arguments: a shape it refuses (an N
+  // that does not match, a K over its limit) is reported as such, not as
+  // grad_x too large for memory.
   const std::string grad_x_what = "grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
                                   "] (--batch by the weight's K)";
-  AlignedBuffer grad_x_buf(out_bytes, grad_x_what.c_str());
+  AlignedBuffer grad_x_buf = AlignedBuffer::reserve(out_bytes, grad_x_what.c_str());
   int64_t grad_x_shape[2] = {batch, k};
   const DLTensor grad_x = make_dl_tensor(grad_x_buf.data(), {kDLFloat, 32, 1}, grad_x_shape, 2);
 
@@ -205,6 +208,7 @@ int cmd_grad_x(std::span<char* const> args) {
   if (fast_bf16) ctx.set_fast_bf16(true);
   try {
     moegrad::GradXExecutor executor(op_args, ctx);
+    grad_x_buf.back(grad_x_what.c_str());
     AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
     executor.run(workspace.data(), workspace.size(), ctx);
   } catch (const moegrad::Error& e) {

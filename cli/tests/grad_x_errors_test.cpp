@@ -201,6 +201,14 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
   expect_error(with("--group-list", path("gl_bad.npy")), kData,
                "MOEGRAD_STATUS_GROUP_SUM_MISMATCH");
   expect_error(with("--group-list", path("gl_bad.npy")), kData, "; group_list is --group-list " + path("gl_bad.npy"));
+  // Counts that fall short of M: found only after the last group, and still
+  // named as the --group-list file.
+  std::vector<int64_t> short_counts = p_.counts;
+  *std::find_if(short_counts.begin(), short_counts.end(), [](int64_t c) { return c > 0; }) -= 1;
+  write_file("gl_short.npy", index_npy(Index::kI64, short_counts));
+  expect_error(with("--group-list", path("gl_short.npy")), kData, "MOEGRAD_STATUS_GROUP_SUM_MISMATCH");
+  expect_error(with("--group-list", path("gl_short.npy")), kData,
+               "; group_list is --group-list " + path("gl_short.npy"));
   // grad_y rows exceed the slots.
   expect_error(with("--batch", "1"), kData, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS");
 }
@@ -218,6 +226,21 @@ TEST_F(GradXErrorTest, AnOutputTooLargeForMemoryNamesItsShape) {
                "out of memory: cannot allocate 40000000000 bytes for grad_x [2000000000, 5] "
                "(--batch by the weight's K)",
                capped);
+}
+
+// The library checks the shapes before grad_x is given memory: an N that
+// does not match, with a --batch whose grad_x no machine here could hold,
+// is reported as the mismatch (it was "out of memory" for grad_x), and
+// nothing is left beside the output.
+TEST_F(GradXErrorTest, AShapeErrorIsReportedBeforeGradXIsAllocated) {
+  const std::vector<float> ones(static_cast<std::size_t>(p_.m() * (p_.n - 1)), 1.0f);
+  write_file("gy_n4.npy", npy_file(numpy_dict("<f4", {p_.m(), p_.n - 1}), raw_bytes(ones)));
+  const std::set<std::string> before = listing();
+  // grad_x [2147483647, K 5] f32: 40 GiB, which the tests' machines lack.
+  std::vector<std::string> a = with("--grad-y", path("gy_n4.npy"));
+  *(std::find(a.begin(), a.end(), "--batch") + 1) = "2147483647";
+  expect_error(a, kData, "MOEGRAD_STATUS_N_MISMATCH");
+  EXPECT_EQ(listing(), before);
 }
 
 // Corrupting header bytes one at a time must give a clean result or a clean

@@ -29,7 +29,7 @@ moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start) {
       group_start[g + 1] = sum;
     }
     if (sum != p.M)
-      return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "group counts sum to %" PRId64 " but M=%" PRId64 " (grad_y rows)",
+      return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "group_list counts sum to %" PRId64 " but M=%" PRId64 " (grad_y rows)",
                   sum, p.M);
     return MOEGRAD_STATUS_SUCCESS;
   }

@@ -16,7 +16,8 @@
  *   moegrad_executor_destroy(ex);
  *
  * An executor is single-use: a second moegrad_grad_x() on it, after one that
- * succeeded, fails with MOEGRAD_STATUS_EXECUTOR_USED. Index and group-list
+ * succeeded or while one is running on another thread, fails with
+ * MOEGRAD_STATUS_EXECUTOR_USED. Index and group-list
  * *contents* are checked by moegrad_grad_x() before grad_x is written; on any
  * error grad_x is untouched, and the executor stays unused (the contents,
  * once fixed, can be run).
@@ -83,7 +84,8 @@ typedef enum moegrad_status {
   MOEGRAD_STATUS_INDEX_OUT_OF_RANGE = 50,   /* an index value outside its range and not -1 */
   MOEGRAD_STATUS_DUPLICATE_INDEX = 51,      /* row_idx_type 1 claims one expanded row twice */
   /* layout and environment */
-  MOEGRAD_STATUS_BAD_LAYOUT = 60,           /* grad_x strides not positive or that may overlap (each,
+  MOEGRAD_STATUS_BAD_LAYOUT = 60,           /* grad_x strides (of dimensions longer than 1) not
+                                               positive or that may overlap (each,
                                                smallest first, must exceed the span of the smaller
                                                ones), a negative shape, data + byte_offset not aligned
                                                to the element (of a dtype that tensor may have;
@@ -218,9 +220,10 @@ typedef struct moegrad_executor moegrad_executor;
 /* Validates shapes, dtypes and attributes, plans tiling and the schedule for
  * ctx (NULL: a default context from the environment), and reports the exact
  * workspace size. On success *executor must later be freed with
- * moegrad_executor_destroy. *workspace_bytes is never 0 in this version (it
- * includes the slack to align the regions); where it is 0, workspace may be
- * NULL. */
+ * moegrad_executor_destroy. *workspace_bytes is never 0 after a success in
+ * this version (it includes the slack to align the regions); where it is 0,
+ * workspace may be NULL. On failure *workspace_bytes is 0 and *executor
+ * NULL (both set before any check). */
 MOEGRAD_API moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_x_args* args,
                                                              const moegrad_context* ctx,
                                                              size_t* workspace_bytes,

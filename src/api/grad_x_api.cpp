@@ -9,6 +9,7 @@
 #include "api/executor.h"
 #include "api/validate.h"
 #include "driver/grad_x_driver.h"
+#include "runtime/fp_env.h"
 
 namespace moegrad {
 
@@ -40,6 +41,10 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
                   "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
                   moegrad_isa_name(isa));
   }
+  // The cost model rounds doubles on the caller's thread: under the IEEE
+  // default, so that the caller's rounding mode cannot change the plan, and
+  // its inexact flag is not left in the caller's MXCSR (restored whole).
+  const runtime::ScopedIeeeFpEnv fp_env;
   return plan::make_grad_x_plan(ex->problem, *k, threads, ctx->engine, ctx->caches, regions, &ex->plan);
 }
 

@@ -46,7 +46,8 @@ def set_num_threads(num_threads):
 
 
 def get_num_threads():
-    return (_default_context or Context()).num_threads
+    """The threads of calls without an explicit context."""
+    return _context(None).num_threads
 
 
 def info(context=None):
@@ -87,7 +88,17 @@ def _check_out_dtype(out_dtype, out):
 def _context(context):
     if context is not None and not isinstance(context, Context):
         raise TypeError(f"context must be a moegrad.Context or None, got {type(context).__name__}")
-    return context if context is not None else _default_context
+    return context if context is not None else _package_context()
+
+
+def _package_context():
+    """The context of calls without one: made at first use, from the
+    environment then (MOEGRAD_NUM_THREADS, MOEGRAD_ISA), and kept, so that
+    get_num_threads() reports what the calls use."""
+    global _default_context
+    if _default_context is None:
+        _default_context = Context()
+    return _default_context
 
 
 def _batch_top_k(batch, top_k, row_idx_type):
@@ -129,9 +140,12 @@ def moe_init_routing(x, expert_idx, num_experts, *, active_num=None, capacity=No
     M = _C.moe_init_routing(x, expert_idx, expanded_x, expanded_row_idx, group_list, active, cap,
                             int(row_idx_type), _context(context))
     if M < rows:
-        expanded_x = expanded_x[:M]
+        # Copied, not sliced: a slice would keep the worst case's `rows`
+        # rows alive (capacity or active_num dropped the rest), in autograd's
+        # saved tensors too.
+        expanded_x = _arrays.owned_copy(expanded_x[:M])
         if row_idx_type == 0:
-            expanded_row_idx = expanded_row_idx[:M]
+            expanded_row_idx = _arrays.owned_copy(expanded_row_idx[:M])
     return expanded_x, expanded_row_idx, group_list
 
 
@@ -169,6 +183,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
     x, grad_y, group_list = (_arrays.as_array(a, n) for a, n in ((x, "x"), (grad_y, "grad_y"),
                                                                  (group_list, "group_list")))
     _arrays.warn_untracked("grouped_matmul_weight_grad", x, grad_y)
+    accumulate = _arrays.boolean("accumulate", accumulate)
     if out is None:
         if accumulate:
             raise ValueError("accumulate=True needs out=, the float32 [G, K, N] buffer to add into")
@@ -178,7 +193,7 @@ def grouped_matmul_weight_grad(x, grad_y, group_list, *, group_list_type="count"
         _arrays.check_out(out)
         _check_out_dtype(out_dtype, out)
     _C.grouped_matmul_weight_grad(x, grad_y, group_list, out, _arrays.group_list_type(group_list_type),
-                                  bool(accumulate), _context(context))
+                                  accumulate, _context(context))
     _arrays.mark_written(out)
     return out
 

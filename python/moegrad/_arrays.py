@@ -60,7 +60,7 @@ def integer(name, value, lo, hi=2**63 - 1):
     """An integer argument in [lo, hi]: a float or an out-of-range value is
     the caller's mistake, not something to truncate or to overflow in C."""
     try:
-        if isinstance(value, (bool, np.bool_)):  # operator.index takes True as 1
+        if _is_boolean(value):  # operator.index takes True as 1
             raise TypeError
         value = operator.index(value)
     except TypeError:
@@ -68,6 +68,20 @@ def integer(name, value, lo, hi=2**63 - 1):
     if not lo <= value <= hi:
         raise ValueError(f"{name}={value} is not in [{lo}, {hi}]")
     return value
+
+
+def _is_boolean(value):
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    return is_torch(value) and value.dtype == sys.modules["torch"].bool
+
+
+def boolean(name, value):
+    """A flag: True or False (numpy's and a one-element torch bool tensor
+    too), not any value Python would take as true (the string "False" is)."""
+    if not _is_boolean(value) or (is_torch(value) and value.numel() != 1):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+    return bool(value)
 
 
 # A dimension of a tensor (SPEC 4: below 2^31).
@@ -174,11 +188,16 @@ def empty(like, shape, dtype):
     return np.empty(shape, dtype=dtype)
 
 
+def owned_copy(a):
+    """A copy of `a` that owns just its own elements."""
+    return a.clone() if is_torch(a) else a.copy()
+
+
 def group_list_type(value):
     key = None  # True and 1.0 would find the entry of 1
     if isinstance(value, str):
         key = value
-    elif not isinstance(value, (bool, np.bool_)):
+    elif not _is_boolean(value):
         try:
             key = operator.index(value)
         except TypeError:

@@ -26,15 +26,17 @@ class MoEExpertsFunction(torch.autograd.Function):
     """autograd.Function behind moe_experts()."""
 
     @staticmethod
-    def forward(ctx, x, expert_idx, weight, context=None, active_num=None, capacity=None):
+    def forward(ctx, x, expert_idx, weight, context=None, active_num=None, capacity=None, x_anchor=None):
         expanded_x, row_idx, group_list = _mg.moe_init_routing(x, expert_idx, weight.shape[0], active_num=active_num,
                                                                capacity=capacity, context=context)
         y = _mg.grouped_matmul(expanded_x, weight, group_list, context=context)
-        ctx.save_for_backward(expanded_x, row_idx, group_list, weight)
-        # x only as what grad_weight depends on (its values are expanded_x's,
-        # a copy): saved, an in-place change to x after the forward (h += ...)
-        # would make the backward raise though no gradient reads it.
-        ctx.x = x
+        # expanded_x (top_k times x's size) only where grad_weight will read it.
+        ctx.save_for_backward(expanded_x if ctx.needs_input_grad[2] else None, row_idx, group_list, weight)
+        # Not x itself: nothing reads its values after the forward (grad_weight
+        # reads the routed copy), and holding it would keep a [batch, K]
+        # activation alive as long as the graph, after backward too. What
+        # grad_weight depends on x through is x_anchor (see moe_experts).
+        ctx.x_anchor = x_anchor
         ctx.batch, ctx.top_k = int(expert_idx.shape[0]), int(expert_idx.shape[1])
         ctx.x_dtype = x.dtype
         ctx.context = context
@@ -55,8 +57,8 @@ class MoEExpertsFunction(torch.autograd.Function):
                                                              context=ctx.context)
         if torch.is_grad_enabled():  # backward(create_graph=True): a graph through these is wanted
             grad_x = _first_order_only(grad_x, grad_y, weight)  # grad_x is linear in grad_y and weight,
-            grad_weight = _first_order_only(grad_weight, grad_y, ctx.x)  # grad_weight in grad_y and x
-        return grad_x, None, grad_weight, None, None, None
+            grad_weight = _first_order_only(grad_weight, grad_y, ctx.x_anchor)  # grad_weight in grad_y and x
+        return grad_x, None, grad_weight, None, None, None, None
 
 
 class _FirstOrderOnly(torch.autograd.Function):
@@ -78,7 +80,8 @@ class _FirstOrderOnly(torch.autograd.Function):
 
 
 def _first_order_only(grad, *depends_on):
-    if grad is None or not any(t.requires_grad for t in depends_on):
+    depends_on = [t for t in depends_on if t is not None and t.requires_grad]
+    if grad is None or not depends_on:
         return grad
     return _FirstOrderOnly.apply(grad, *depends_on)
 
@@ -89,7 +92,17 @@ def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacit
     ISA) or None for the package default. capacity / active_num drop slots as
     moegrad.moe_init_routing does (y then has fewer rows; a dropped slot
     contributes nothing and gets no gradient)."""
-    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity)
+    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity, _anchor(x))
+
+
+def _anchor(x):
+    """A scalar whose graph leads back to x without holding x's memory (an
+    empty slice, summed: neither node keeps its input), or None where no
+    graph would: what a gradient computed from x's values under
+    create_graph is tied to, so that differentiating it again raises."""
+    if not (torch.is_tensor(x) and x.requires_grad and x.dim() > 0 and torch.is_grad_enabled()):
+        return None
+    return x[:0].sum()
 
 
 def moe_combine(y, expanded_row_idx, batch, top_k, routing_weights=None):

@@ -49,11 +49,14 @@ void check(moegrad_status s) {
 }
 
 // A thread count from Python: an integer (not a bool, which Python counts
-// as one), and one the library's range check can see whole, so 2**31 gets
-// the library's message rather than pybind11's failed conversion.
+// as one: nor numpy's, nor a torch bool tensor), and one the library's range
+// check can see whole, so 2**31 gets the library's message rather than
+// pybind11's failed conversion.
 int32_t thread_count(const py::handle value) {
   const std::string kind = py::str(py::type::handle_of(value).attr("__name__"));
-  if (PyBool_Check(value.ptr()) || kind == "bool_")
+  const bool torch_bool = kind == "Tensor" && py::hasattr(value, "dtype") &&
+                          std::string(py::str(value.attr("dtype"))) == "torch.bool";
+  if (PyBool_Check(value.ptr()) || kind == "bool_" || torch_bool)
     throw py::type_error("num_threads must be an integer, got " + kind + " " + std::string(py::repr(value)));
   const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
   if (!index) {

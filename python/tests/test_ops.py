@@ -42,6 +42,10 @@ def test_moe_init_routing(framework, dtype, row_idx_type, active_num, capacity):
                                            active_num=active_num, capacity=capacity, row_idx_type=row_idx_type,
                                            index_dtype=index_dtype)
     assert type(ex) is type(as_framework(x, framework))
+    # Only the rows kept: not views of a buffer sized for the worst case.
+    for out in (ex, idx):
+        owned = out.base is None if isinstance(out, np.ndarray) else storage_bytes(out) == out.numel() * out.element_size()
+        assert owned
     pos, counts = ref.routing(experts, G, active_num, capacity)
     ex, idx, gl = as_torch(ex), as_torch(idx), as_torch(gl)
     assert ex.dtype == x.dtype and str(idx.dtype) == f"torch.{index_dtype}"
@@ -53,6 +57,13 @@ def test_moe_init_routing(framework, dtype, row_idx_type, active_num, capacity):
         want = torch.full((batch * top_k,), -1, dtype=torch.int64)
         want[pos] = torch.arange(len(pos))
         assert torch.equal(idx.long(), want)
+
+
+def storage_bytes(t):
+    """The bytes of the memory behind a tensor (all of it, not the view's)."""
+    if hasattr(t, "untyped_storage"):
+        return t.untyped_storage().nbytes()
+    return t.storage().size() * t.element_size()
 
 
 def counts_with_empty(M, G, empty):
@@ -110,6 +121,15 @@ def test_weight_grad_accumulates_into_f32():
     with pytest.raises(ValueError, match="accumulate"):
         moegrad.grouped_matmul_weight_grad(x, gy, counts, out=torch.zeros(G, K, N, dtype=torch.bfloat16),
                                            accumulate=True)
+    # A flag is a boolean: "False" is a true value to Python, not False.
+    for bad in ("False", 0, None, torch.tensor([True, False])):
+        with pytest.raises(TypeError, match="accumulate must be True or False"):
+            moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, accumulate=bad)
+    assert torch.equal(main_grad, before + fresh)  # refused, untouched
+    for flag in (np.bool_(True), torch.tensor(True)):
+        main_grad = before.clone()
+        moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, accumulate=flag)
+        assert torch.equal(main_grad, before + fresh)
 
 
 @pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)
@@ -264,10 +284,27 @@ def test_context_settings():
     assert moegrad.Context(num_threads=np.int64(2)).num_threads == 2
     assert ctx.num_threads == 1
     assert moegrad.isa_available("scalar")
+    with pytest.raises(TypeError, match="num_threads must be an integer, got Tensor"):
+        moegrad.Context(num_threads=torch.tensor(True))
     previous = moegrad.get_num_threads()
     moegrad.set_num_threads(1)
     assert moegrad.get_num_threads() == 1
     moegrad.set_num_threads(previous)
+
+
+def test_get_num_threads_reports_the_context_calls_use(monkeypatch):
+    """Calls without a context use one made from the environment at first
+    use and kept; get_num_threads() must report that one, not read the
+    environment again (changed since, or even malformed now)."""
+    gy, w = torch.randn(8, 5), torch.randn(2, 3, 5)
+    idx, gl = torch.arange(8), torch.tensor([4, 4])
+    first = moegrad.grad_x(gy, w, idx, gl, 4, 2)
+    threads = moegrad.get_num_threads()
+    monkeypatch.setenv("MOEGRAD_NUM_THREADS", str(threads + 1))
+    assert moegrad.get_num_threads() == threads
+    monkeypatch.setenv("MOEGRAD_NUM_THREADS", "bogus")
+    assert moegrad.get_num_threads() == threads
+    assert torch.equal(moegrad.grad_x(gy, w, idx, gl, 4, 2), first)
 
 
 def test_a_context_is_copied_and_pickled_with_its_settings():

@@ -1,8 +1,10 @@
 """moegrad.torch: the autograd expert layer against PyTorch autograd of the
 reference composition, finite differences, determinism, and refusals."""
 
+import gc
 import sys
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -419,10 +421,57 @@ def test_differentiating_through_the_backward_raises():
     for second in (gx, gw):
         with pytest.raises(RuntimeError, match="no second derivative"):
             (second ** 2).sum().backward(retain_graph=True)
+    # The same with x an activation the caller has dropped: grad_weight
+    # depends on it all the same.
+    h = x * 2
+    y, _, _ = mgt.moe_experts(h, e, w)
+    del h
+    gw, = torch.autograd.grad(y.sum(), w, create_graph=True)
+    with pytest.raises(RuntimeError, match="no second derivative"):
+        torch.autograd.grad((gw ** 2).sum(), x)
     # Nothing that requires grad behind a gradient: no graph, nothing to refuse.
     y, _, _ = mgt.moe_experts(x, e, w.detach())
     gx, = torch.autograd.grad(y.sum(), x, create_graph=True)
     assert not gx.requires_grad
+
+
+def test_the_graph_holds_neither_x_nor_a_routed_copy_no_gradient_reads():
+    """Backward reads the routed copy expanded_x (for the weight's gradient
+    only) and never x: an activation that only the layer uses is freed when
+    the caller drops it, as plain PyTorch would free it, and a frozen weight
+    saves no [M, K] copy. The gradients are those of a run that keeps x."""
+    batch, top_k, G, K, N = 12, 2, 3, 8, 6
+    x, e, w = make_inputs(batch, top_k, G, K, N, torch.float32)
+    upstream = torch.linspace(-1, 1, batch * top_k * N).reshape(-1, N)
+
+    def gradients(drop_h, weight):
+        x_, w_ = x.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_(weight.requires_grad)
+        h = x_ * 2  # saves only the scalar
+        alive = weakref.ref(h)
+        y, _, _ = mgt.moe_experts(h, e, w_)
+        if drop_h:
+            del h
+            gc.collect()
+            assert alive() is None, "the graph kept x alive"
+        (y * upstream).sum().backward()
+        return x_.grad, w_.grad
+
+    gx, gw = gradients(True, w)
+    gx_kept, gw_kept = gradients(False, w)
+    assert torch.equal(gx, gx_kept) and torch.equal(gw, gw_kept)
+    assert torch.equal(gradients(True, w.detach())[0], gx)
+
+    M = batch * top_k
+    for weight in (w, w.detach()):
+        shapes = []
+
+        def pack(t):
+            shapes.append(tuple(t.shape))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            mgt.moe_experts(x, e, weight)
+        assert ((M, K) in shapes) == weight.requires_grad, shapes
 
 
 def test_an_input_changed_in_place_after_the_forward_still_has_its_gradients():

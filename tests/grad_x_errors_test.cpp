@@ -417,6 +417,37 @@ TEST(Errors, SizeOverflow) {
   }
 }
 
+// SPEC §4: dimensions up to 2^31-1 each, with 64-bit, overflow-checked
+// offsets. The count of a tensor's elements is not an offset: a weight
+// whose strides repeat one value ([2^16, 2^16 + 1, 2^31-1] with strides 0:
+// more than 2^63 elements) counts more than int64 holds, yet every offset
+// is 0. It is accepted; with no rows (every count 0) grad_x is all +0.0.
+TEST(Errors, ABroadcastTensorOfMoreElementsThanInt64CountsIsAccepted) {
+  constexpr int64_t kMax = 2147483647, G = int64_t{1} << 16, K = G + 1;
+  float weight_value = 1.0f;
+  int64_t group_count = 0, no_index = 0;
+  int64_t w_shape[] = {G, K, kMax}, w_strides[] = {0, 0, 0};
+  int64_t gy_shape[] = {0, kMax}, idx_shape[] = {0}, gl_shape[] = {G}, gl_strides[] = {0};
+  std::vector<float> gy_storage(1), gx(2 * K, std::numeric_limits<float>::quiet_NaN());
+  int64_t gx_shape[] = {2, K};
+  constexpr DLDataType kF32{kDLFloat, 32, 1}, kI64{kDLInt, 64, 1};
+  constexpr DLDevice kCpu{kDLCPU, 0};
+  // Every field named (the warnings ask for all of them).
+  const auto cpu_tensor = [&](void* data, DLDataType dtype, int32_t ndim, int64_t* shape, int64_t* strides) {
+    return DLTensor{.data = data, .device = kCpu, .ndim = ndim, .dtype = dtype, .shape = shape, .strides = strides,
+                    .byte_offset = 0};
+  };
+  DLTensor w = cpu_tensor(&weight_value, kF32, 3, w_shape, w_strides);
+  DLTensor gy = cpu_tensor(gy_storage.data(), kF32, 2, gy_shape, nullptr);
+  DLTensor idx = cpu_tensor(&no_index, kI64, 1, idx_shape, nullptr);
+  DLTensor gl = cpu_tensor(&group_count, kI64, 1, gl_shape, gl_strides);
+  DLTensor grad_x = cpu_tensor(gx.data(), kF32, 2, gx_shape, nullptr);
+  const moegrad_grad_x_args args{&gy, &w, &idx, &gl, &grad_x, 2, 1, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL,
+                                 MOEGRAD_GROUP_LIST_COUNT};
+  ASSERT_EQ(moegrad_grad_x_run(&args, nullptr), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  for (float v : gx) EXPECT_TRUE(v == 0.0f && !std::signbit(v)) << v;
+}
+
 // ---- §4.6 - §4.8 contents and lengths -------------------------------------------
 
 // Content errors: invalid from the start (found by planning or the run), and

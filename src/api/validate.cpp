@@ -33,11 +33,13 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Eleme
     out->shape[d] = n;
     empty = empty || n == 0;
   }
-  // Strides: given, or compact row-major.
+  // Strides: given, or compact row-major. Only compact strides are products
+  // of the shape; given ones are bounded by the span check below (a
+  // broadcast tensor may count more elements than int64 holds, at offset 0).
   int64_t compact = 1;
   for (int d = rank - 1; d >= 0; --d) {
     out->stride[d] = t->strides != nullptr ? t->strides[d] : compact;
-    if (__builtin_mul_overflow(compact, out->shape[d] == 0 ? 1 : out->shape[d], &compact))
+    if (t->strides == nullptr && __builtin_mul_overflow(compact, out->shape[d] == 0 ? 1 : out->shape[d], &compact))
       return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element count overflows int64", name);
   }
   const int64_t elem_bytes = (t->dtype.bits + 7) / 8;

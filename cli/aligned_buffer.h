@@ -25,7 +25,8 @@ class AlignedBuffer {
   // usable. For an output whose address the library's validation must see
   // before its size is known to make sense: a wrong shape is then reported
   // as what it is, not as a buffer too large for memory. Only a cap on the
-  // address space (RLIMIT_AS) refuses the reservation itself.
+  // address space (RLIMIT_AS, `ulimit -v`) or a size beyond the process's
+  // address space (128 TiB on x86-64) refuses the reservation itself.
   static AlignedBuffer reserve(std::size_t bytes, const char* what);
   // Backs a reserved buffer with memory (no-op for any other). Throws the
   // same out-of-memory CliError as the constructor.

@@ -5,7 +5,9 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -143,6 +145,16 @@ std::string directory_of(const std::string& path) {
 // bind-mounted into a container (EBUSY), nor another user's file in a
 // sticky directory such as /tmp, unless the directory is ours or we are
 // root (EPERM): asked now, since rename() would say so only after the work.
+// Whether this thread has CAP_FOWNER in its effective set (root may not:
+// a container started with capabilities dropped), which the sticky rule
+// asks for, not uid 0.
+bool has_cap_fowner() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) != 0) return false;
+  return (data[CAP_TO_INDEX(CAP_FOWNER)].effective & CAP_TO_MASK(CAP_FOWNER)) != 0;
+}
+
 bool replaceable_by_rename(const std::string& target, const struct stat& st) {
   struct stat dir {};
   if (::stat(directory_of(target).c_str(), &dir) != 0) return true;  // create_temp reports it
@@ -154,7 +166,24 @@ bool replaceable_by_rename(const std::string& target, const struct stat& st) {
     return false;
   }
   const uid_t me = ::geteuid();
-  return (dir.st_mode & S_ISVTX) == 0 || me == 0 || me == st.st_uid || me == dir.st_uid;
+  return (dir.st_mode & S_ISVTX) == 0 || me == st.st_uid || me == dir.st_uid || has_cap_fowner();
+}
+
+// Opens the regular file examined as `st`, at `path`, for writing in place,
+// or refuses: in a sticky directory another user may have swapped it, since
+// it was examined, for a link to one of ours (O_NOFOLLOW, and the same
+// device and inode) or for a FIFO, whose open would wait (O_NONBLOCK).
+int open_examined_file(const std::string& shown, const std::string& path, const struct stat& st) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) data_error(shown + ": cannot open for writing: " + std::strerror(errno));
+  struct stat now {};
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (::fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) || now.st_dev != st.st_dev || now.st_ino != st.st_ino ||
+      flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    ::close(fd);
+    data_error(shown + ": the file changed while it was being opened");
+  }
+  return fd;
 }
 
 }  // namespace
@@ -206,8 +235,7 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
       // Rewritten in place, as a shell redirection would, but opened
       // without truncation: the old contents stay until the first write,
       // which comes only once the result is complete.
-      fd_ = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
-      if (fd_ < 0) data_error(path_ + ": cannot open for writing: " + std::strerror(errno));
+      fd_ = open_examined_file(path_, target, st);
       truncate_before_write_ = true;
       return;
     }
@@ -307,6 +335,7 @@ void AtomicFile::create_temp(const std::string& target, const struct stat* exist
 void AtomicFile::discard() noexcept {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+  release_signals();
   if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
   unregister_temp(temp_slot_);
   temp_slot_ = -1;
@@ -320,8 +349,21 @@ void AtomicFile::fail(const std::string& what, int err) {
 
 void AtomicFile::truncate_if_first_write() {
   if (!truncate_before_write_) return;
+  // From here to close() the old contents are gone and the new ones not all
+  // there: SIGINT, SIGTERM and SIGHUP wait (on this thread; a caller with
+  // other threads blocks them there, see the header).
+  sigset_t termination;
+  sigemptyset(&termination);
+  for (int sig : kTerminationSignals) sigaddset(&termination, sig);
+  signals_held_ = pthread_sigmask(SIG_BLOCK, &termination, &signals_before_) == 0;
   if (::ftruncate(fd_, 0) != 0) fail("cannot truncate", errno);
   truncate_before_write_ = false;
+  rewritten_in_place_ = true;
+}
+
+void AtomicFile::release_signals() noexcept {
+  if (signals_held_) pthread_sigmask(SIG_SETMASK, &signals_before_, nullptr);
+  signals_held_ = false;
 }
 
 void AtomicFile::write(const void* data, std::size_t bytes) {
@@ -342,9 +384,13 @@ void AtomicFile::commit() {
   const int fd = fd_;
   if (temp_path_.empty()) {  // written in place
     truncate_if_first_write();  // nothing was written: the result is empty
+    // A regular file gets the rename path's fsync: a write-back error
+    // (EIO, EDQUOT) is reported, not lost with exit status 0.
+    if (rewritten_in_place_ && ::fsync(fd) != 0) fail("fsync failed", errno);
     fd_ = -1;
     if (::close(fd) != 0) fail("close failed", errno);
     committed_ = true;
+    release_signals();
     return;
   }
   // fsync before rename: otherwise a crash can leave the new name pointing at

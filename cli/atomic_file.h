@@ -13,12 +13,18 @@
 // redirection), through that descriptor, and a device or FIFO (a named
 // pipe), which cannot be replaced. So is a file that rename() may not
 // replace: a mount point (a file bind-mounted into a container) or another
-// user's file in a sticky directory such as /tmp. It is truncated only at
+// user's file in a sticky directory such as /tmp, where neither the file
+// nor the directory is ours and we lack CAP_FOWNER. It is truncated only at
 // the first write, after the work: a failed run leaves it as it was, but a
 // write that fails midway (a full disk) leaves it partial, as a shell
-// redirection would.
+// redirection would. SIGINT, SIGTERM and SIGHUP are blocked on the writing
+// thread from that truncation to commit(), so a caller should have no other
+// thread left that could take them (grad-x ends its context's threads
+// first). Every name of the file (hard links) sees the new contents, as
+// with a shell redirection; a replaced file's other names keep the old.
 #pragma once
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include <cstddef>
@@ -44,6 +50,7 @@ class AtomicFile {
  private:
   [[noreturn]] void fail(const std::string& what, int err);
   void truncate_if_first_write();
+  void release_signals() noexcept;
   void create_temp(const std::string& target, const struct stat* existing);
   // Closes the file and, unless committed, removes the temp file.
   void discard() noexcept;
@@ -55,7 +62,10 @@ class AtomicFile {
   int fd_ = -1;
   int temp_slot_ = -1;     // its entry in the signal handler's list
   bool committed_ = false;
-  bool truncate_before_write_ = false;  // a regular file rewritten in place
+  bool truncate_before_write_ = false;  // a regular file to rewrite in place
+  bool rewritten_in_place_ = false;     // ... truncated: fsync it at commit
+  bool signals_held_ = false;           // termination signals blocked since
+  sigset_t signals_before_{};
 };
 
 // For the signal handlers (async-signal-safe): unlinks every temp file not

@@ -203,10 +203,13 @@ int cmd_grad_x(std::span<char* const> args) {
       static_cast<int32_t>(row_idx_type),
       cumsum ? MOEGRAD_GROUP_LIST_CUMSUM : MOEGRAD_GROUP_LIST_COUNT,
   };
-  moegrad::Context ctx;
-  if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
-  if (fast_bf16) ctx.set_fast_bf16(true);
   try {
+    // Scoped: its threads end before the output is written, so that the
+    // termination signals AtomicFile holds while it rewrites a file in
+    // place reach no other thread.
+    moegrad::Context ctx;
+    if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
+    if (fast_bf16) ctx.set_fast_bf16(true);
     moegrad::GradXExecutor executor(op_args, ctx);
     grad_x_buf.back(grad_x_what.c_str());
     AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");

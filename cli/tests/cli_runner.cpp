@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -56,7 +57,8 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
 
   pid_t pid = 0;
   int rc = 0;
-  if (options.user || options.address_space_bytes || options.file_size_bytes) {
+  if (options.user || options.address_space_bytes || options.file_size_bytes || options.data_bytes ||
+      !options.dropped_capabilities.empty()) {
     // posix_spawn can change neither the user nor a limit: fork, set them,
     // exec. The child calls only async-signal-safe functions.
     pid = fork();
@@ -66,6 +68,12 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
         const struct rlimit cap = {*options.address_space_bytes, *options.address_space_bytes};
         ok = setrlimit(RLIMIT_AS, &cap) == 0;
       }
+      if (ok && options.data_bytes) {
+        const struct rlimit cap = {*options.data_bytes, *options.data_bytes};
+        ok = setrlimit(RLIMIT_DATA, &cap) == 0;
+      }
+      for (int capability : options.dropped_capabilities)
+        ok = ok && prctl(PR_CAPBSET_DROP, capability, 0, 0, 0) == 0;
       if (ok && options.file_size_bytes) {
         const struct rlimit cap = {*options.file_size_bytes, *options.file_size_bytes};
         struct sigaction default_action {};
@@ -77,7 +85,7 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
         ok = setgroups(options.groups.size(), options.groups.data()) == 0 && setgid(gid) == 0 && setuid(uid) == 0;
       }
       if (!ok) {
-        constexpr char kMessage[] = "cli_test: cannot switch to the requested user or limit\n";
+        constexpr char kMessage[] = "cli_test: cannot switch to the requested user, limit or capabilities\n";
         const ssize_t ignored = write(STDERR_FILENO, kMessage, sizeof(kMessage) - 1);
         (void)ignored;
         _exit(125);

@@ -42,6 +42,14 @@ struct RunOptions {
   // with SIGXFSZ at its default action, which ends the process, unless the
   // command itself changes it: this test's own disposition is not inherited.
   std::optional<unsigned long long> file_size_bytes = std::nullopt;
+  // Caps the command's data (RLIMIT_DATA: its private writable memory; not
+  // what it maps without access), so that memory it asks for beyond it is
+  // refused as on a smaller machine (but not under qemu-user, which ignores
+  // the limit).
+  std::optional<unsigned long long> data_bytes = std::nullopt;
+  // Capabilities the command starts without (the test must be root): taken
+  // out of the bounding set before exec, as a container that drops them.
+  std::vector<int> dropped_capabilities = {};
 };
 
 RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options = {});

@@ -12,8 +12,11 @@
 #include <fcntl.h>
 #include <pwd.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -98,6 +101,10 @@ TEST_F(OutputPathTest, ASymlinkToNothingIsRefused) {
 // run fails, it keeps its contents. Its inode, owner and mode stay.
 class InPlaceOutputTest : public OutputPathTest {
  protected:
+  // Longer than the output: written over without truncation, its tail
+  // would show.
+  static std::string old_contents() { return std::string(64 * 1024, 'x'); }
+
   void expect_written_in_place(const std::string& name, const std::string& shown_as, const RunOptions& as) {
     const std::string want = plain_output();
     struct stat before {};
@@ -105,7 +112,7 @@ class InPlaceOutputTest : public OutputPathTest {
     std::vector<std::string> failing = args(p_, e_, path(shown_as));
     *(std::find(failing.begin(), failing.end(), "--batch") + 1) = "1";  // M exceeds the slots
     expect_error(failing, 1, "MOEGRAD_STATUS_M_EXCEEDS_SLOTS", as);
-    EXPECT_EQ(read_file(name), "old contents, longer than nothing");
+    EXPECT_EQ(read_file(name), old_contents());
     const RunResult r = run_moegrad(args(p_, e_, path(shown_as)), as);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(read_file(name), want);
@@ -121,7 +128,7 @@ class InPlaceOutputTest : public OutputPathTest {
 // container (`docker -v host/dx.npy:/out/dx.npy`) could not be written at
 // all, and only after the work.
 TEST_F(InPlaceOutputTest, ABindMountedFile) {
-  write_file("host.npy", "old contents, longer than nothing");
+  write_file("host.npy", old_contents());
   write_file("mounted.npy", "");
   if (mount(path("host.npy").c_str(), path("mounted.npy").c_str(), nullptr, MS_BIND, nullptr) != 0)
     GTEST_SKIP() << "cannot bind-mount here: " << std::strerror(errno);
@@ -141,13 +148,33 @@ TEST_F(InPlaceOutputTest, AnotherUsersFileInAStickyDirectory) {
   ASSERT_TRUE(nobody) << "cannot give the test directory to nobody";
   ASSERT_EQ(mkdir(path("sticky").c_str(), 0777), 0);
   ASSERT_EQ(chmod(path("sticky").c_str(), 01777), 0);
-  write_file("sticky/out.npy", "old contents, longer than nothing");
+  write_file("sticky/out.npy", old_contents());
   ASSERT_EQ(chmod(path("sticky/out.npy").c_str(), 0666), 0);
   expect_written_in_place("sticky/out.npy", "sticky/out.npy", RunOptions{.user = nobody});
   std::set<std::string> in_sticky;
   for (const auto& entry : std::filesystem::directory_iterator(dir() / "sticky"))
     in_sticky.insert(entry.path().filename().string());
   EXPECT_EQ(in_sticky, std::set<std::string>{"out.npy"});
+}
+
+// The sticky rule yields to CAP_FOWNER, not to uid 0: root in a container
+// that drops the capability may not rename over nobody's file in nobody's
+// sticky directory either.
+TEST_F(InPlaceOutputTest, RootWithoutCapFownerInAStickyDirectory) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  const pid_t probe = fork();
+  if (probe == 0) _exit(prctl(PR_CAPBSET_DROP, CAP_FOWNER, 0, 0, 0) == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(probe, &status, 0), probe);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) GTEST_SKIP() << "cannot drop CAP_FOWNER here";
+  const std::optional<std::pair<uid_t, gid_t>> nobody = hand_the_directory_to_nobody();
+  ASSERT_TRUE(nobody) << "cannot give the test directory to nobody";
+  ASSERT_EQ(mkdir(path("sticky").c_str(), 0777), 0);
+  ASSERT_EQ(chmod(path("sticky").c_str(), 01777), 0);
+  write_file("sticky/out.npy", old_contents());
+  ASSERT_EQ(chown(path("sticky").c_str(), nobody->first, nobody->second), 0);
+  ASSERT_EQ(chown(path("sticky/out.npy").c_str(), nobody->first, nobody->second), 0);
+  expect_written_in_place("sticky/out.npy", "sticky/out.npy", RunOptions{.dropped_capabilities = {CAP_FOWNER}});
 }
 
 TEST_F(OutputPathTest, AFifoIsWrittenInPlace) {

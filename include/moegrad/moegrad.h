@@ -223,7 +223,7 @@ typedef struct moegrad_executor moegrad_executor;
  * moegrad_executor_destroy. *workspace_bytes is never 0 after a success in
  * this version (it includes the slack to align the regions); where it is 0,
  * workspace may be NULL. On failure *workspace_bytes is 0 and *executor
- * NULL (both set before any check). */
+ * NULL (both set right after the check that neither pointer is NULL). */
 MOEGRAD_API moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_x_args* args,
                                                              const moegrad_context* ctx,
                                                              size_t* workspace_bytes,

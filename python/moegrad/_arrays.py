@@ -77,11 +77,25 @@ def _is_boolean(value):
 
 
 def boolean(name, value):
-    """A flag: True or False (numpy's and a one-element torch bool tensor
-    too), not any value Python would take as true (the string "False" is)."""
-    if not _is_boolean(value) or (is_torch(value) and value.numel() != 1):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
-    return bool(value)
+    """A flag: True or False, numpy's, a one-element bool array or tensor,
+    or the integers 0 and 1; not any value Python would take as true (the
+    string "False" is)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype == np.bool_ and value.size == 1:
+            return bool(value)
+    elif is_torch(value):
+        if value.dtype == sys.modules["torch"].bool and value.numel() == 1:
+            return bool(value)
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            number = None
+        if number in (0, 1):
+            return bool(number)
+    raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 # A dimension of a tensor (SPEC 4: below 2^31).

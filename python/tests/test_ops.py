@@ -122,14 +122,15 @@ def test_weight_grad_accumulates_into_f32():
         moegrad.grouped_matmul_weight_grad(x, gy, counts, out=torch.zeros(G, K, N, dtype=torch.bfloat16),
                                            accumulate=True)
     # A flag is a boolean: "False" is a true value to Python, not False.
-    for bad in ("False", 0, None, torch.tensor([True, False])):
+    for bad in ("False", 2, None, 1.0, torch.tensor([True, False]), np.array([True, False])):
         with pytest.raises(TypeError, match="accumulate must be True or False"):
             moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, accumulate=bad)
     assert torch.equal(main_grad, before + fresh)  # refused, untouched
-    for flag in (np.bool_(True), torch.tensor(True)):
+    for flag, adds in ((np.bool_(True), True), (torch.tensor(True), True), (np.array(True), True), (1, True),
+                       (0, False), (np.int64(0), False), (torch.tensor([False]), False)):
         main_grad = before.clone()
         moegrad.grouped_matmul_weight_grad(x, gy, counts, out=main_grad, accumulate=flag)
-        assert torch.equal(main_grad, before + fresh)
+        assert torch.equal(main_grad, before + fresh if adds else fresh), repr(flag)
 
 
 @pytest.mark.parametrize("framework,dtype", FRAMEWORK_DTYPES)

@@ -54,6 +54,14 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_temp_slots[slot].state.store(0);
 }
 
+// Blocks SIGINT, SIGTERM and SIGHUP on this thread; false if it could not.
+bool block_termination_signals(sigset_t* previous) {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kTerminationSignals) sigaddset(&set, sig);
+  return pthread_sigmask(SIG_BLOCK, &set, previous) == 0;
+}
+
 // Holds back the termination signals in the calling thread while a temp
 // file is created and registered: one arriving in between would find the
 // file on disk but not in the list, and leave it there (seen once in CI: a
@@ -63,12 +71,7 @@ void unregister_temp(int slot) {
 // thread can take the signal meanwhile.
 class TerminationSignalsHeld {
  public:
-  TerminationSignalsHeld() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : kTerminationSignals) sigaddset(&set, sig);
-    held_ = pthread_sigmask(SIG_BLOCK, &set, &previous_) == 0;
-  }
+  TerminationSignalsHeld() : held_(block_termination_signals(&previous_)) {}
   ~TerminationSignalsHeld() {
     if (held_) pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
   }
@@ -140,11 +143,6 @@ std::string directory_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// Whether rename() may put a new file in the place of `target` (a regular
-// file, `st` its stat). Not where it is a mount point, such as a file
-// bind-mounted into a container (EBUSY), nor another user's file in a
-// sticky directory such as /tmp, unless the directory is ours or we are
-// root (EPERM): asked now, since rename() would say so only after the work.
 // Whether this thread has CAP_FOWNER in its effective set (root may not:
 // a container started with capabilities dropped), which the sticky rule
 // asks for, not uid 0.
@@ -155,6 +153,12 @@ bool has_cap_fowner() {
   return (data[CAP_TO_INDEX(CAP_FOWNER)].effective & CAP_TO_MASK(CAP_FOWNER)) != 0;
 }
 
+// Whether rename() may put a new file in the place of `target` (a regular
+// file, `st` its stat). Not where it is a mount point, such as a file
+// bind-mounted into a container (EBUSY), nor another user's file in a
+// sticky directory such as /tmp, unless the directory is ours or we have
+// CAP_FOWNER (EPERM): asked now, since rename() would say so only after
+// the work.
 bool replaceable_by_rename(const std::string& target, const struct stat& st) {
   struct stat dir {};
   if (::stat(directory_of(target).c_str(), &dir) != 0) return true;  // create_temp reports it
@@ -352,10 +356,7 @@ void AtomicFile::truncate_if_first_write() {
   // From here to close() the old contents are gone and the new ones not all
   // there: SIGINT, SIGTERM and SIGHUP wait (on this thread; a caller with
   // other threads blocks them there, see the header).
-  sigset_t termination;
-  sigemptyset(&termination);
-  for (int sig : kTerminationSignals) sigaddset(&termination, sig);
-  signals_held_ = pthread_sigmask(SIG_BLOCK, &termination, &signals_before_) == 0;
+  signals_held_ = block_termination_signals(&signals_before_);
   if (::ftruncate(fd_, 0) != 0) fail("cannot truncate", errno);
   truncate_before_write_ = false;
   rewritten_in_place_ = true;

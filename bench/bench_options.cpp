@@ -68,7 +68,8 @@ const char kBenchHelp[] =
     "                 that fit, with a note\n"
     "  --max-memory G at most G GiB (a decimal number) for what the timing holds: the\n"
     "                 dtypes are then timed in groups that fit, as above (default and\n"
-    "                 upper limit: 90% of MemAvailable)\n"
+    "                 upper limit: 90% of MemAvailable); a dtype that needs more by\n"
+    "                 itself is still timed, alone, with a note\n"
     "  --json         one JSON array of objects instead of the tables:\n"
     "                 {\"shape\", \"batch\", \"top_k\", \"experts\", \"k\", \"n\", \"dtype\",\n"
     "                  \"mode\": \"exact\"|\"fast-bf16\", \"threads\",\n"
@@ -198,10 +199,13 @@ ShapeSpec parse_shape(std::string_view value) {
   static constexpr const char* kNames[] = {"batch", "top_k", "G", "K", "N"};
   int64_t d[5];
   for (int i = 0; i < 5; ++i) {
-    const auto v = parse_int(parts[static_cast<size_t>(i)], 1, kMaxDim);
-    if (!v)
-      throw UsageError("--shape " + std::string(value) + ": " + kNames[i] + " must be in [1, " +
-                       std::to_string(kMaxDim) + "]");
+    const std::string_view part = parts[static_cast<size_t>(i)];
+    const auto v = parse_int(part, 1, kMaxDim);
+    if (!v) {
+      const std::string what = parse_int(part, INT64_MIN, INT64_MAX) ? " is not in [1, " + std::to_string(kMaxDim) + "]"
+                                                                      : " is not a decimal integer";
+      throw UsageError("--shape " + std::string(value) + ": " + kNames[i] + " '" + std::string(part) + "'" + what);
+    }
     d[i] = *v;
   }
   if (d[1] > d[2]) {

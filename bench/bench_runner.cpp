@@ -523,6 +523,20 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
   const bool capped = config.max_memory_bytes && (!budget || *config.max_memory_bytes < *budget);
   if (capped) budget = config.max_memory_bytes;
   std::vector<size_t> starts = timing_groups(bytes, budget);
+  const std::string limit =
+      !budget ? std::string()
+      : capped
+          ? format_g("%.3g", static_cast<double>(*budget) / (1u << 30)) + " GiB are allowed (--max-memory)"
+          : format_g("%.1f", static_cast<double>(*available) / (1u << 30)) + " GiB are available";
+  // A dtype cannot be timed in less than its own inputs: it runs anyway,
+  // and the run says that it held more than the budget.
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (budget && bytes[i] > *budget) {
+      add_note(&report, runs[i]->dtype + "'s timing alone holds about " +
+                            format_g("%.3g", static_cast<double>(bytes[i]) / (1u << 30)) + " GiB, and " + limit +
+                            "; timed anyway");
+    }
+  }
   if (starts.size() > 1) {
     std::string groups;
     for (size_t g = 0; g < starts.size(); ++g) {
@@ -530,9 +544,6 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
       groups += g ? " | " : "";
       for (size_t i = starts[g]; i < end; ++i) groups += (i > starts[g] ? ", " : "") + runs[i]->dtype;
     }
-    const std::string limit =
-        capped ? format_g("%.3g", static_cast<double>(*budget) / (1u << 30)) + " GiB are allowed (--max-memory)"
-               : format_g("%.1f", static_cast<double>(*available) / (1u << 30)) + " GiB are available";
     add_note(&report, "dtypes timed in separate rounds (" + groups + "): together they would hold about " +
                           format_g("%.3g", static_cast<double>(total_bytes) / (1u << 30)) + " GiB, and " + limit +
                           "; ratios across groups compare different minutes");

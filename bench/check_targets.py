@@ -97,6 +97,17 @@ def load_rows(text):
 ORDER = ("peak", "vs-onednn", "half-rate", "fast-bf16", "threads", "workspace")
 
 
+def shown(value, bound):
+    """value to 3 decimals, or to as many more as keep it on its side of the
+    bound: 0.9504 against 0.95 must not read 0.950."""
+    for digits in range(3, 18):
+        text = f"{value:.{digits}f}"
+        rounded = float(text)
+        if (rounded < bound) == (value < bound) and (rounded > bound) == (value > bound):
+            return text
+    return repr(value)
+
+
 class Checks:
     """The verdicts, printed grouped by target, rows in the run's order."""
 
@@ -109,7 +120,7 @@ class Checks:
         self.met += ok
         self.missed += not ok
         rel = ">=" if at_least else "<="
-        self.add(name, f"{'PASS' if ok else 'MISS'}  {name:<10} {what}: {value:.3f}x ({rel} {bound:g}x)")
+        self.add(name, f"{'PASS' if ok else 'MISS'}  {name:<10} {what}: {shown(value, bound)}x ({rel} {bound:g}x)")
 
     def na(self, name, what, why):
         self.unchecked += 1

@@ -1,5 +1,7 @@
 #include "peak_rss.h"
 
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -33,7 +35,11 @@ std::optional<uint64_t> proc_kib_field(const char* path, const char* key) {
 
 }  // namespace
 
-PeakRss::PeakRss() : reset_ok_(reset_high_water_mark()) {}
+// The mark restarts from the resident set as it is now, and glibc keeps
+// what earlier paths freed on its heaps, resident: one path's peak would
+// count its predecessors' buffers. malloc_trim hands free heap pages back
+// to the kernel first (in every arena, not only at the top).
+PeakRss::PeakRss() : reset_ok_((malloc_trim(0), reset_high_water_mark())) {}
 
 std::optional<uint64_t> PeakRss::peak() const {
   if (!reset_ok_) return std::nullopt;

@@ -233,8 +233,9 @@ TEST(BenchCommand, AllDtypesOfAShapeAreTimedTogether) {
 
 // --max-memory caps what the timing holds: below what the dtypes need
 // together (here below either one's alone, ~0.1 MiB each) each is timed in
-// its own rounds, with a note naming the groups and the cap; a cap above
-// what they need changes nothing. Every path is still timed.
+// its own rounds, with a note naming the groups and the cap, and one for
+// each dtype that holds more than the cap alone; a cap above what they need
+// changes nothing. Every path is still timed.
 TEST(BenchCommand, MaxMemoryTimesTheDtypesInGroupsThatFit) {
   for (const char* cap : {"0.00001", "1000"}) {
     SCOPED_TRACE(cap);
@@ -264,6 +265,42 @@ TEST(BenchCommand, MaxMemoryTimesTheDtypesInGroupsThatFit) {
       EXPECT_EQ(timings.size(), 1u) << c.err;
       EXPECT_EQ(note, std::string::npos) << c.err;
     }
+    // Each dtype alone holds more than 0.00001 GiB: it is timed anyway,
+    // and the run says so.
+    for (const char* dtype : {"f32", "bf16"}) {
+      const std::string alone = std::string(dtype) + "'s timing alone holds about ";
+      EXPECT_EQ(c.err.find(alone) != std::string::npos, split) << c.err;
+    }
+  }
+}
+
+// Each path's peak RSS is what the process held while that path ran alone:
+// glibc keeps freed blocks below its mmap threshold on its heaps, resident,
+// so without giving them back first a path's mark would count what earlier
+// paths freed. Here d_expanded_x (4*M*K = 8 MiB) and the other paths'
+// buffers are heap blocks; at every thread count and dtype the non-fused
+// path must show at least most of its intermediate above the fused one
+// (which, with the buffers of the 1-thread rows left resident, read
+// 0.7 MiB above it at 2 threads).
+TEST(BenchCommand, EachPathsPeakRssCountsOnlyWhatItHolds) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator keeps freed memory in quarantine";
+#endif
+  const Captured c = run_bench({"--shape", "512,4,16,1024,256", "--dtype", "f32,bf16", "--reps", "1", "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::map<std::string, std::map<std::string, double>> rss;  // "dtype threads" -> path -> bytes
+  for (const JsonObject* r : parse_rows(c.out)) {
+    const std::string path = r->at("path").string();
+    if (path == "fma-peak" || r->at("mode").string() != "exact" || !r->at("peak_rss_bytes").is_number()) continue;
+    rss[r->at("dtype").string() + " " + std::to_string(static_cast<int>(r->at("threads").number()))][path] =
+        r->at("peak_rss_bytes").number();
+  }
+  if (rss.empty()) GTEST_SKIP() << "no peak RSS here (/proc/self/clear_refs)";
+  const double intermediate = 4.0 * 2048 * 1024;
+  for (auto& [group, by_path] : rss) {
+    ASSERT_EQ(by_path.count("fused") + by_path.count("nonfused"), 2u) << group;
+    EXPECT_GE(by_path["nonfused"] - by_path["fused"], 0.75 * intermediate)
+        << group << ": fused " << by_path["fused"] << ", nonfused " << by_path["nonfused"];
   }
 }
 
@@ -497,6 +534,25 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
     EXPECT_TRUE(c.out.empty()) << joined;
     EXPECT_EQ(c.err.rfind("moegrad: error: ", 0), 0u) << joined << ": " << c.err;
     EXPECT_EQ(c.err.find('\n'), c.err.size() - 1) << joined << ": " << c.err;
+  }
+}
+
+// A shape's number is named with what is wrong with it: malformed (a sign,
+// a space, a suffix) or out of range.
+TEST(BenchCommand, AShapeNumberIsNamedWithWhatIsWrongWithIt) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"+8,2,3,16,8", "batch '+8' is not a decimal integer"},
+      {"8, 2,3,16,8", "top_k ' 2' is not a decimal integer"},
+      {"8,2,3,16x,8", "K '16x' is not a decimal integer"},
+      {"8,2,3,16,99999999999999999999", "N '99999999999999999999' is not a decimal integer"},
+      {"8,2,0,16,8", "G '0' is not in [1, 2147483647]"},
+      {"8,2,3,16,-8", "N '-8' is not in [1, 2147483647]"},
+      {"8,2,3,2147483648,8", "K '2147483648' is not in [1, 2147483647]"},
+  };
+  for (const auto& [shape, message] : cases) {
+    const Captured c = run_bench({"--shape", shape});
+    EXPECT_EQ(c.status, 2) << shape;
+    EXPECT_EQ(c.err, "moegrad: error: bench: --shape " + shape + ": " + message + " (see 'moegrad bench --help')\n");
   }
 }
 

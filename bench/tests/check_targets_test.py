@@ -89,7 +89,7 @@ class CheckTargets(unittest.TestCase):
             # 100 / 52 = 1.923
             ("threads", "zmoe f32 fused 1-thread/2-thread time"): ("PASS", 1.923),
             ("threads", "64,2,4,64,32 f32 t=2"): ("n/a", None),
-            # CAP / CAP = 1.000; (CAP + 1) / CAP prints 1.000 but is over the cap
+            # CAP / CAP = 1.000; (CAP + 1) / CAP = 1.0000002, over the cap
             ("workspace", "zmoe f32 t=1 workspace/(8*L + 4 MiB)"): ("PASS", 1.000),
             ("workspace", "zmoe f32 t=2 workspace/(8*L + 4 MiB)"): ("MISS", 1.000),
             # 1000 / CAP = 0.000235; the user's shape: 100 / (8 * 128 + 4 MiB) = 0.0000238
@@ -161,6 +161,20 @@ class CheckTargets(unittest.TestCase):
         # The other 52 of the 55 are not in the run.
         self.assertEqual(stdout.splitlines()[-1], "3 of 3 checks met, 52 not checked")
         self.assertEqual(status, 3)
+
+    def test_a_ratio_that_rounds_to_its_bound_shows_the_digits_that_decide(self):
+        rows = [row("zmoe", "f32", "exact", 1, "fused", ms=92.48, gflops=1.0, workspace=1),
+                row("zmoe", "f32", "exact", 1, "onednn-nonfused", ms=100.0, gflops=1.0, workspace=1),
+                row("zmoe", "f32", "exact", 2, "fused", ms=50.0, gflops=1.0, workspace=1),
+                row("zmoe", "f32", "exact", 2, "onednn-nonfused", ms=52.63, gflops=1.0, workspace=1)]
+        _, stdout, _ = run(rows)
+        lines = stdout.splitlines()
+        # 92.48 / 50 = 1.8496 < 1.85, which three decimals would print as
+        # 1.850; 50 / 52.63 = 0.950029... > 0.95 (0.950 to three decimals,
+        # 0.9500 to four); 92.48 / 100 = 0.9248 shows three decimals.
+        self.assertIn("MISS  threads    zmoe f32 fused 1-thread/2-thread time: 1.8496x (>= 1.85x)", lines)
+        self.assertIn("MISS  vs-onednn  zmoe f32 t=2 fused/oneDNN time: 0.95003x (<= 0.95x)", lines)
+        self.assertIn("PASS  vs-onednn  zmoe f32 t=1 fused/oneDNN time: 0.925x (<= 0.95x)", lines)
 
     def test_bounds_of_each_shape(self):
         rows = [peak(1, 100.0), peak(3, 300.0),

@@ -15,6 +15,7 @@
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
+#include "runtime/cpu_features.h"
 
 namespace mgt {
 namespace {
@@ -106,7 +107,7 @@ TEST_P(Determinism, WorkspaceAddressAndContentDoNotMatter) {
 // Strided inputs and outputs give the contiguous bits; padding is never read
 // into the result (it holds NaN) and never written (checked by compute).
 TEST_P(Determinism, StridedTensorsGiveTheContiguousBits) {
-  std::vector<Layout> layouts(9);
+  std::vector<Layout> layouts(11);
   layouts[0].grad_y_row_pad = 13;
   layouts[1].grad_y_column_major = true;
   layouts[2].weight_nk_buffer = true;
@@ -121,6 +122,10 @@ TEST_P(Determinism, StridedTensorsGiveTheContiguousBits) {
   layouts[8].grad_y_column_major = true;
   layouts[8].weight_nk_buffer = true;
   layouts[8].grad_x_column_major = true;
+  // Neither K nor N contiguous: the weight is gathered element by element.
+  layouts[9].weight_every_other_n = true;
+  layouts[10].weight_g_innermost = true;
+  layouts[10].grad_y_row_pad = 1;
   for_each_variant([&](DType dtype, int32_t type) {
     const auto want = compute(Problem(medium_spec(dtype, type)), options(2));
     for (const Layout& layout : layouts) {
@@ -284,7 +289,13 @@ bool fast_bf16_gives_emulation_bits(const Problem& p, const std::string& label) 
       HostTensor gx = p.make_grad_x();
       Call call(p, gx);
       const Outcome out = run_call(call.args, o);
-      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) return false;
+      if (out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE) {
+        // Only where the CPU lacks the instruction (cpu_features_test checks
+        // that detection against libgcc's): a kernel table that lost the
+        // mode must fail here, not turn these tests into skips.
+        EXPECT_FALSE(moegrad::runtime::cpu_features().avx512bf16) << "fast bf16 refused on a CPU with AVX512_BF16";
+        return false;
+      }
       EXPECT_TRUE(out.ok()) << out.describe();
       EXPECT_TRUE(
           bitwise_equal(read_matrix_f32(gx), want, p.K, describe(p, o) + " fast bf16 engine=" + engine + label));
@@ -466,6 +477,39 @@ TEST(CacheSizes, BlocksFollowTheCachesNotTheBits) {
   }
 }
 
+// An expert with more rows than a slot holds fills several slots in turn,
+// the next starting where the last stopped. A slot is sized for about twice
+// the average expert's rows (here 2 x 75, or about 64 rows with the smaller
+// caches), and one expert has all 300 rows, so it takes two slots or more
+// on every path, engine and thread count; each must give the scalar bits.
+TEST(CacheSizes, AnExpertOfMoreRowsThanASlotGivesTheScalarBits) {
+  for (const DType dtype : {DType::kF32, DType::kBF16}) {
+    const int32_t type = dtype == DType::kF32 ? 0 : 1;
+    ProblemSpec spec = make_spec({.batch = 300, .top_k = 1, .experts = 4, .K = 75, .N = 100}, type, 1.0, 77);
+    spec.routing.empty_experts = {1, 2, 3};
+    spec.dtype = dtype;
+    const Problem p(spec);
+    ASSERT_EQ(p.routing.counts[0], 300) << p.describe();
+    const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+    EXPECT_TRUE(within_bound(want, reference_f64(p), p.N, p.top_k, "scalar " + p.describe()));
+    for (const Caches& c : {kCacheSizes[0], kCacheSizes[2]}) {
+      ScopedEnv l1d("MOEGRAD_L1D_BYTES", c.l1d), l2("MOEGRAD_L2_BYTES", c.l2);
+      for (const moegrad_isa isa : {MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+        if (!moegrad_isa_available(isa)) continue;
+        for (const char* engine : {"packed", "rowvec"}) {
+          ScopedEnv e("MOEGRAD_ENGINE", engine);
+          for (const int32_t threads : {1, 2}) {
+            const RunOptions o{.isa = isa, .threads = threads};
+            EXPECT_TRUE(bitwise_equal(compute(p, o), want, p.K,
+                                      describe(p, o) + " engine=" + engine + " L1D=" + c.l1d + " L2=" + c.l2))
+                << "vs scalar";
+          }
+        }
+      }
+    }
+  }
+}
+
 // The fast bf16 mode too: reduction blocks stay even, so pairs never
 // straddle two of them, whatever the L1.
 TEST(CacheSizes, FastBf16KeepsItsEmulationBits) {
@@ -514,6 +558,8 @@ TEST(FastBf16, ReproducibleOnEveryAcceptingPath) {
       const Outcome out = run_call(call.args, o);
       if (isa != MOEGRAD_ISA_SCALAR && out.status == MOEGRAD_STATUS_ISA_UNAVAILABLE && out.phase == "plan") {
         EXPECT_TRUE(gx.all_sentinel());
+        EXPECT_FALSE(isa == MOEGRAD_ISA_AVX512 && moegrad::runtime::cpu_features().avx512bf16)
+            << "fast bf16 refused on a CPU with AVX512_BF16";
         continue;  // refused, loudly
       }
       ASSERT_TRUE(out.ok()) << describe(p, o) << ": " << out.describe();

@@ -124,7 +124,11 @@ std::string Layout::describe() const {
   std::ostringstream os;
   os << "grad_y:" << (grad_y_column_major ? "column-major" : "row-major");
   if (grad_y_row_pad) os << "+pad" << grad_y_row_pad;
-  os << " weight:" << (weight_nk_buffer ? "[G,N,K]-transposed" : "compact");
+  os << " weight:"
+     << (weight_nk_buffer       ? "[G,N,K]-transposed"
+         : weight_every_other_n ? "[G,K,2N][:,:,::2]"
+         : weight_g_innermost   ? "[K,N,G]-permuted"
+                                : "compact");
   os << " grad_x:" << (grad_x_column_major ? "column-major" : "row-major");
   if (grad_x_row_pad) os << "+pad" << grad_x_row_pad;
   if (byte_offset) os << " byte_offset=" << byte_offset;
@@ -168,6 +172,8 @@ Problem::Problem(const ProblemSpec& s, const Layout& l) : spec(s), layout(l), ro
 
   std::vector<int64_t> w_strides;
   if (layout.weight_nk_buffer) w_strides = {N * K, 1, K};
+  else if (layout.weight_every_other_n) w_strides = {2 * K * N, 2 * N, 2};
+  else if (layout.weight_g_innermost) w_strides = {1, N * G, G};
   else if (layout.explicit_strides) w_strides = {K * N, N, 1};
   weight = HostTensor(dl_type(spec.dtype), {G, K, N}, w_strides, layout.byte_offset);
 

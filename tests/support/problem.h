@@ -43,6 +43,8 @@ struct Layout {
   int64_t grad_y_row_pad = 0;       // grad_y row stride N + pad
   bool grad_y_column_major = false;  // grad_y strides {1, M}
   bool weight_nk_buffer = false;     // a [G, N, K] buffer viewed as [G, K, N]
+  bool weight_every_other_n = false;  // every other element of a [G, K, 2N] buffer
+  bool weight_g_innermost = false;    // a [K, N, G] buffer viewed as [G, K, N]
   int64_t grad_x_row_pad = 0;        // grad_x row stride K + pad
   bool grad_x_column_major = false;  // grad_x strides {1, batch}
   uint64_t byte_offset = 0;          // DLTensor::byte_offset of every tensor

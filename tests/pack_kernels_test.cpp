@@ -1,0 +1,203 @@
+// The packed engine's packers (GemmKernels::pack_a and pack_b) of every table
+// this CPU runs, called directly, in each layout they tell apart: the
+// reduction contiguous, the other dimension contiguous, neither. grad-x
+// reaches some of those branches on some paths only (with the reduction
+// blocks it plans, AVX-512 copies gathered rows of a contiguous grad_y
+// rather than transposing them), so the API-level tests would not notice
+// one gone wrong. Each packed element is checked against its definition
+// (gemm_kernels.h), widened by the test's own f16/bf16 decoders, bit for
+// bit; the padding rows or columns must be +0.0, and nothing past the panel
+// may be written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <moegrad/moegrad.h>
+
+#include "float_formats.h"
+#include "kernels/gemm_kernels.h"
+
+namespace {
+
+using moegrad::DType;
+using moegrad::kernels::GemmKernels;
+
+constexpr DType kDTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+std::vector<const GemmKernels*> tables() {
+  std::vector<const GemmKernels*> out;
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    if (const GemmKernels* k = moegrad::kernels::gemm_kernels_for(isa)) out.push_back(k);
+  }
+  return out;
+}
+
+const char* isa_name(moegrad_isa isa) {
+  return isa == MOEGRAD_ISA_SCALAR ? "scalar" : isa == MOEGRAD_ISA_AVX2 ? "avx2" : "avx512";
+}
+
+// A buffer of `elements` random finite values of one dtype (denormals
+// included), and the f32 each widens to.
+class Source {
+ public:
+  Source(DType dtype, size_t elements, uint32_t seed) : dtype_(dtype) {
+    std::mt19937 rng(seed);
+    const size_t bytes = dtype == DType::kF32 ? 4 : 2;
+    bytes_.resize(elements * bytes);
+    for (size_t i = 0; i < elements; ++i) {
+      if (dtype == DType::kF32) {
+        uint32_t bits = rng();
+        if ((bits & 0x7f800000u) == 0x7f800000u) bits &= ~0x40000000u;  // no Inf or NaN
+        std::memcpy(&bytes_[i * 4], &bits, 4);
+      } else {
+        const uint16_t exp_mask = dtype == DType::kF16 ? 0x7c00 : 0x7f80;
+        auto bits = static_cast<uint16_t>(rng());
+        if ((bits & exp_mask) == exp_mask) bits = static_cast<uint16_t>(bits & ~0x4000u);
+        std::memcpy(&bytes_[i * 2], &bits, 2);
+      }
+    }
+  }
+  const void* data() const { return bytes_.data(); }
+  float widened(int64_t i) const {
+    if (dtype_ == DType::kF32) {
+      uint32_t bits = 0;
+      std::memcpy(&bits, &bytes_[static_cast<size_t>(i) * 4], 4);
+      return mgt::bits_float(bits);
+    }
+    uint16_t bits = 0;
+    std::memcpy(&bits, &bytes_[static_cast<size_t>(i) * 2], 2);
+    return dtype_ == DType::kF16 ? mgt::f16_bits_to_float(bits) : mgt::bf16_bits_to_float(bits);
+  }
+
+ private:
+  DType dtype_;
+  std::vector<unsigned char> bytes_;
+};
+
+// `n` floats on a 64-byte boundary (the workspace's panels are), NaN-filled,
+// with NaN guards past them.
+class Panel {
+ public:
+  explicit Panel(size_t n) : storage_(n + 16 + 64, std::numeric_limits<float>::quiet_NaN()), n_(n) {
+    const auto misalign = reinterpret_cast<uintptr_t>(storage_.data()) / sizeof(float) % 16;
+    first_ = storage_.data() + (16 - misalign) % 16;
+  }
+  float* data() { return first_; }
+  float operator[](size_t i) const { return first_[i]; }
+  bool guards_intact() const {
+    for (size_t i = n_; i < n_ + 64; ++i)
+      if (!std::isnan(first_[i])) return false;
+    return true;
+  }
+
+ private:
+  std::vector<float> storage_;
+  size_t n_;
+  float* first_;
+};
+
+// A matrix of `rows` x `cols` logical elements in a buffer, element (i, j)
+// at i * row_stride + j * col_stride.
+struct Layout {
+  const char* name;
+  int64_t row_stride, col_stride;
+  size_t span;  // elements the buffer needs
+};
+
+std::vector<Layout> layouts(size_t rows, size_t cols) {
+  return {{"reduction contiguous", static_cast<int64_t>(cols), 1, rows * cols},
+          {"rows contiguous", 1, static_cast<int64_t>(rows), rows * cols},
+          {"neither", static_cast<int64_t>(2 * cols), 2, 2 * rows * cols}};
+}
+
+std::string where(const GemmKernels& k, DType t, const Layout& l, size_t count, size_t n0, size_t kc) {
+  std::ostringstream os;
+  os << isa_name(k.isa) << " " << dtype_name(t) << " " << l.name << " count=" << count << " n0=" << n0
+     << " kc=" << kc;
+  return os.str();
+}
+
+// body(table, dtype, layout, source) for every table this CPU runs, dtype
+// and layout of a rows x cols matrix, with random values from `seed`.
+template <class Body>
+void for_each_source(size_t rows, size_t cols, uint32_t seed, Body body) {
+  for (const GemmKernels* k : tables())
+    for (const DType t : kDTypes)
+      for (const Layout& l : layouts(rows, cols)) body(*k, t, l, Source(t, l.span, seed + static_cast<uint32_t>(t)));
+}
+
+// panel[p][j] (`width` floats a step) is want(p, j) bit for bit for j <
+// used and +0.0 beyond; nothing past kc steps is written. Reports the first
+// wrong element.
+template <class Want>
+void expect_panel(const Panel& panel, size_t kc, size_t width, size_t used, const std::string& what, Want want) {
+  for (size_t p = 0; p < kc; ++p) {
+    for (size_t j = 0; j < width; ++j) {
+      const float expected = j < used ? want(p, j) : 0.0f;
+      if (mgt::float_bits(panel[p * width + j]) != mgt::float_bits(expected)) {
+        ADD_FAILURE() << what << ": [" << p << "][" << j << "] = " << panel[p * width + j] << ", want " << expected;
+        return;
+      }
+    }
+  }
+  EXPECT_TRUE(panel.guards_intact()) << what << ": wrote past the panel";
+}
+
+// A[p][r] = grad_y[rows[r], n0 + p] for r < mr, +0.0 for mr <= r < MR; the
+// rows either consecutive or every third (strictly ascending, as callers'
+// are).
+TEST(PackKernels, PackAGivesEachElementItsWidenedValue) {
+  for_each_source(60, 300, 17, [](const GemmKernels& k, DType t, const Layout& l, const Source& src) {
+    for (const size_t step : {1u, 3u}) {
+      for (size_t mr = 1; mr <= k.mr; ++mr) {
+        std::vector<int32_t> rows(mr);
+        for (size_t r = 0; r < mr; ++r) rows[r] = static_cast<int32_t>(2 + r * step);
+        for (const size_t kc : {1u, 15u, 17u, 256u}) {
+          const size_t n0 = kc == 256 ? 44 : 3;
+          Panel a(kc * k.mr);
+          k.pack_a[static_cast<int>(t)](src.data(), l.row_stride, l.col_stride, rows.data(), mr, n0, kc, a.data());
+          expect_panel(a, kc, k.mr, mr, where(k, t, l, mr, n0, kc) + " rows every " + std::to_string(step),
+                       [&](size_t p, size_t r) {
+                         return src.widened(rows[r] * l.row_stride + static_cast<int64_t>(n0 + p) * l.col_stride);
+                       });
+        }
+      }
+    }
+  });
+}
+
+// B[p][c] = weight[k0 + c, n0 + p] for c < nr, +0.0 for nr <= c < NR.
+TEST(PackKernels, PackBGivesEachElementItsWidenedValue) {
+  for_each_source(70, 300, 29, [](const GemmKernels& k, DType t, const Layout& l, const Source& src) {
+    for (size_t nr = 1; nr <= k.nr; ++nr) {
+      for (const size_t kc : {1u, 15u, 17u, 256u}) {
+        const size_t n0 = kc == 256 ? 44 : 5, k0 = 70 - nr;
+        Panel b(kc * k.nr);
+        k.pack_b[static_cast<int>(t)](src.data(), l.row_stride, l.col_stride, k0, nr, n0, kc, b.data());
+        expect_panel(b, kc, k.nr, nr, where(k, t, l, nr, n0, kc) + " k0=" + std::to_string(k0),
+                     [&](size_t p, size_t c) {
+                       return src.widened(static_cast<int64_t>(k0 + c) * l.row_stride +
+                                          static_cast<int64_t>(n0 + p) * l.col_stride);
+                     });
+      }
+    }
+  });
+}
+
+// The tests above see a table for every ISA the library runs here.
+TEST(PackKernels, EveryAvailableIsaHasItsTable) {
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    EXPECT_EQ(moegrad::kernels::gemm_kernels_for(isa) != nullptr, moegrad_isa_available(isa) != 0) << isa_name(isa);
+  }
+  EXPECT_TRUE(moegrad_isa_available(MOEGRAD_ISA_SCALAR));
+}
+
+}  // namespace

@@ -30,7 +30,7 @@ TEST(ThreadPool, EachRunCallsExactlyItsWorkersOnce) {
       const int workers = pick(rng), expected = std::clamp(workers, 1, size);
       std::array<std::atomic<int>, kMaxSize + 2> calls{};
       std::thread::id worker0;
-      auto job = [&](int w) {
+      auto job = [&](int w) noexcept {
         calls[static_cast<size_t>(w)].fetch_add(1);
         if (w == 0) worker0 = std::this_thread::get_id();
       };
@@ -53,7 +53,7 @@ TEST(ThreadPool, AllWorkersOfARunRunAtOnceOnThreadsOfTheirOwn) {
     std::atomic<bool> all_met{true};
     std::mutex m;
     std::set<std::thread::id> threads;
-    auto job = [&](int) {
+    auto job = [&](int) noexcept {
       {
         const std::lock_guard<std::mutex> lock(m);
         threads.insert(std::this_thread::get_id());

@@ -92,3 +92,14 @@ def test_python_m_moegrad_prints_the_same_as_json(no_variables):
     failed = subprocess.run([sys.executable, "-m", "moegrad"], env=bad, capture_output=True, text=True)
     assert failed.returncode == 1 and failed.stdout == ""
     assert failed.stderr.startswith("moegrad: error: MOEGRAD_NUM_THREADS='zero'")
+
+
+def test_the_extension_exports_no_c_api_function():
+    # Exported, moegrad_* would bind to the first definition in the process
+    # (another libmoegrad, a preload), not to the module's own.
+    import ctypes
+    import moegrad._moegrad as extension
+    lib = ctypes.CDLL(extension.__file__)
+    for name in ("moegrad_version", "moegrad_grad_x", "moegrad_context_create"):
+        assert not hasattr(lib, name), name
+    assert hasattr(lib, "PyInit__moegrad")

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace moegrad::runtime {
@@ -33,20 +34,24 @@ class ThreadPool {
   bool forked() const;
 
   // A borrowed callable (no allocation, unlike std::function): fn(ctx, w).
+  // noexcept: an exception leaving the caller's share would unwind its
+  // stack while the workers still use what it holds.
   struct Job {
-    void (*fn)(void* ctx, int worker);
+    void (*fn)(void* ctx, int worker) noexcept;
     void* ctx;
   };
 
   // Calls job.fn(job.ctx, w) for w in [0, workers) concurrently (w = 0 on the
   // caller) and returns when all have returned. workers is clamped to
-  // [1, size()]. The job must not throw. Concurrent calls are serialised.
+  // [1, size()]. Concurrent calls are serialised.
   void run(int workers, Job job);
 
-  // Same, for any callable f(int worker); f is borrowed, not copied.
+  // Same, for any callable f(int worker) declared noexcept; f is borrowed,
+  // not copied.
   template <typename F>
   void run(int workers, F& f) {
-    run(workers, Job{[](void* ctx, int w) { (*static_cast<F*>(ctx))(w); }, &f});
+    static_assert(std::is_nothrow_invocable_v<F&, int>, "a pool job must be noexcept");
+    run(workers, Job{[](void* ctx, int w) noexcept { (*static_cast<F*>(ctx))(w); }, &f});
   }
 
  private:

@@ -158,8 +158,8 @@ MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
  *   MOEGRAD_NUM_THREADS=N     (N >= 1; default: the CPUs in the creating
  *     thread's affinity mask, i.e. what taskset, a cpuset or an OpenMP
  *     runtime's thread binding allows that thread, and at most the CPU time
- *     limit of the process's cgroup and of its ancestors its cgroup mount
- *     shows, rounded up: docker run --cpus, a Kubernetes CPU limit)
+ *     limit of the creating thread's cgroup and of its ancestors its cgroup
+ *     mount shows, rounded up: docker run --cpus, a Kubernetes CPU limit)
  *   MOEGRAD_ISA=auto|scalar|avx2|avx512
  *   MOEGRAD_ENGINE=auto|packed|rowvec   (the GEMM engine; speed only)
  *   MOEGRAD_L1D_BYTES=B, MOEGRAD_L2_BYTES=B   (per-core data caches the

@@ -3,7 +3,7 @@
 //   moegrad::Context ctx;                 // env defaults
 //   ctx.set_num_threads(2);
 //   moegrad::GradXExecutor ex(args, ctx); // validate + plan (throws moegrad::Error)
-//   std::vector<std::byte> ws(ex.workspace_bytes());
+//   std::vector<unsigned char> ws(ex.workspace_bytes());   // <vector>
 //   ex.run(ws.data(), ws.size(), ctx);
 //
 // or in one call: moegrad::grad_x(args, ctx);

@@ -215,7 +215,7 @@ namespace moegrad {
 
 /* A planned, single-use run of a layer operator (RAII over moegrad_op_executor).
  *   moegrad::OpExecutor ex(args, ctx);            // validate + plan (throws moegrad::Error)
- *   std::vector<std::byte> ws(ex.workspace_bytes());
+ *   std::vector<unsigned char> ws(ex.workspace_bytes());  // <vector>
  *   ex.run(ws.data(), ws.size(), ctx); */
 class OpExecutor {
  public:

@@ -32,7 +32,12 @@ def test_info_reports_what_the_environment_asks_for(no_variables):
              "MOEGRAD_X": None}
     for name in hints:
         no_variables.setenv(name, "1")
+    # The project's build and test scripts' variables are not misspellings.
+    for name in ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED"):
+        no_variables.setenv(name, "1")
     info = moegrad.info()
+    for name in ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED"):
+        assert name not in info["ignored_environment"], name
     assert info["ignored_environment"]["MOEGRAD_NUM_THREAD"] == "MOEGRAD_NUM_THREADS"
     assert info["ignored_environment"]["MOEGRAD_COLOUR"] is None
     for name, hint in hints.items():

@@ -224,6 +224,7 @@ ContextInfo describe_context(const moegrad_context& ctx) {
     if (!has_moegrad_prefix(name)) continue;
     bool known = false;
     for (const char* variable : kContextVariables) known = known || name == variable;
+    for (const char* variable : kScriptVariables) known = known || name == variable;
     if (!known) info.ignored_environment.emplace_back(std::string(name), misspelled_variable(name));
   }
   return info;

@@ -50,6 +50,13 @@ namespace moegrad {
 // The environment variables a context reads when it is created.
 inline constexpr const char* kContextVariables[] = {"MOEGRAD_NUM_THREADS", "MOEGRAD_ISA", "MOEGRAD_ENGINE",
                                                     "MOEGRAD_L1D_BYTES", "MOEGRAD_L2_BYTES"};
+// Those the project's own build and test scripts read (setup.py,
+// scripts/deps.sh, test_sanitizers.sh, test_fuzz.sh), which the README has
+// people set: not the library's, but not misspellings either.
+inline constexpr const char* kScriptVariables[] = {
+    "MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED",   "MOEGRAD_SANITIZERS",      "MOEGRAD_SANITIZER_CXX",
+    "MOEGRAD_SANITIZER_CC",    "MOEGRAD_ASAN_EXCLUDE",  "MOEGRAD_TSAN_TESTS",      "MOEGRAD_FUZZ_CXXFLAGS",
+    "MOEGRAD_FUZZ_SEED",       "MOEGRAD_FUZZ_RUNS_NPY", "MOEGRAD_FUZZ_RUNS_GRAD_X"};
 
 // Fills ctx's settings from the CPU and the environment (kContextVariables).
 moegrad_status read_context_env(moegrad_context* ctx);
@@ -71,9 +78,9 @@ struct ContextInfo {
   size_t os_l1d = 0, os_l2 = 0;      // what the OS reports; 0 when nothing
   // kContextVariables and their values now (unset: nullopt).
   std::vector<std::pair<const char*, std::optional<std::string>>> environment;
-  // Other MOEGRAD_* names set, which nothing reads (a misspelled variable is
-  // otherwise silently ignored), each with the variable it is at most two
-  // edits from, if any.
+  // Other MOEGRAD_* names set (but kScriptVariables), which nothing reads (a
+  // misspelled variable is otherwise silently ignored), each with the
+  // variable it is at most two edits from, if any.
   std::vector<std::pair<std::string, const char*>> ignored_environment;
 };
 ContextInfo describe_context(const moegrad_context& ctx);

@@ -60,8 +60,11 @@ void print_human(const Info& info) {
   std::printf("  cpu        %s\n", c.cpu.c_str());
   std::string isas;
   for (const char* isa : c.isa_available) isas += std::string(isas.empty() ? "" : " ") + isa;
+  // The mode runs on the avx512 path with the instruction, or emulated on
+  // the scalar one: a context on avx2 refuses it whatever the CPU has.
+  const char* fast_bf16 = !c.avx512bf16 ? "no" : c.isa == MOEGRAD_ISA_AVX2 ? "yes, on avx512 only" : "yes";
   std::printf("  isa        %s (this CPU runs: %s; AVX512_BF16 for fast bf16: %s)\n", moegrad_isa_name(c.isa),
-              isas.c_str(), c.avx512bf16 ? "yes" : "no");
+              isas.c_str(), fast_bf16);
   std::printf("  threads    %d\n", c.threads);
   char limit[64] = "no cgroup CPU limit";
   if (c.cpus.cgroup_limit) std::snprintf(limit, sizeof limit, "a cgroup CPU limit of %.2f", *c.cpus.cgroup_limit);

@@ -79,7 +79,8 @@ int dispatch(int argc, char** argv) {
   if (argc < 2) usage_error("no command given (see 'moegrad --help')");
   const std::string_view name(argv[1]);
   if (name == "--help" || name == "-h" || name == "help") {
-    if (argc == 2) {
+    // "help help" asks about help itself: the general help says what it is.
+    if (argc == 2 || (argc == 3 && std::string_view(argv[2]) == "help")) {
       print_help();
       return kExitOk;
     }

@@ -11,6 +11,7 @@
 
 #include "cli_runner.h"
 #include "json_syntax.h"
+#include "runtime/cpu_features.h"
 
 namespace moegrad::cli_test {
 namespace {
@@ -53,6 +54,10 @@ TEST_F(CliTest, HelpNamingACommandIsThatCommandsHelp) {
   }
   expect_error({"help", "frobnicate"}, 2, "unknown command 'frobnicate'");
   expect_error({"help", "run", "bench"}, 2, "help takes one command");
+  // The usage line offers `help [command]`; help about help is the general help.
+  const RunResult help_help = run_moegrad({"help", "help"});
+  EXPECT_EQ(help_help.exit_code, 0) << help_help.err;
+  EXPECT_EQ(help_help.out, run_moegrad({"--help"}).out);
 }
 
 TEST_F(CliTest, Version) {
@@ -276,6 +281,19 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
         "  ignored    MOEGRAD_COLOUR: moegrad reads no such variable\n"}) {
     EXPECT_NE(human.out.find(needle), std::string::npos) << needle << " missing in\n" << human.out;
   }
+}
+
+// A context forced to avx2 refuses the fast bf16 mode even where the CPU
+// has AVX512_BF16: info must not just say "yes" there.
+TEST_F(CliTest, InfoSaysFastBf16RunsOnAvx512OnlyUnderAForcedAvx2) {
+  if (!moegrad::runtime::cpu_features().avx2) GTEST_SKIP() << "no AVX2 here";
+  const ScopedEnv env({{"MOEGRAD_ISA", std::optional<std::string>("avx2")}});
+  const RunResult r = run_moegrad({"info"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const bool bf16 = moegrad::runtime::cpu_features().avx512bf16;
+  EXPECT_NE(r.out.find(bf16 ? "AVX512_BF16 for fast bf16: yes, on avx512 only)" : "AVX512_BF16 for fast bf16: no)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(CliTest, InfoWithoutVariablesAndItsErrors) {

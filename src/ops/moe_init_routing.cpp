@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "api/error.h"
 #include "driver/parallel_items.h"
@@ -34,6 +35,13 @@ moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_expert
   if (num_experts <= 0)
     return fail(MOEGRAD_STATUS_EMPTY_DIMENSION, "%s=%" PRId64 "%s must be >= 1", from_shapes ? "G" : "num_experts",
                 num_experts, from_shapes ? " (group_list.shape[0])" : "");
+  // Each is a dimension of a tensor the operator takes (x, expert_idx,
+  // group_list), which SPEC §4 bounds; from shapes they were checked.
+  const std::pair<const char*, int64_t> dims[] = {{"batch", batch}, {"top_k", top_k}, {"num_experts", num_experts}};
+  for (const auto& [name, value] : dims) {
+    if (value > kMaxDim)
+      return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s=%" PRId64 " exceeds 2^31-1, a dimension's limit", name, value);
+  }
   if (active_num < -1)
     return fail(MOEGRAD_STATUS_BAD_ACTIVE_NUM, "active_num=%" PRId64 " must be -1 (no limit) or >= 0", active_num);
   if (capacity < -1)

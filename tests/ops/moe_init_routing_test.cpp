@@ -214,6 +214,16 @@ TEST(MoeInitRouting, MaxRows) {
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(1, 1, 0, 1, 1, &rows), MOEGRAD_STATUS_EMPTY_DIMENSION);
   EXPECT_STREQ(moegrad_last_error_message(), "num_experts=0 must be >= 1");
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(INT64_MAX, 2, 1, 1, 1, &rows), MOEGRAD_STATUS_SIZE_OVERFLOW);
+  // Sizes no tensor the operator takes may have, though R itself fits.
+  EXPECT_EQ(moegrad_moe_init_routing_max_rows(int64_t{1} << 40, 1, int64_t{1} << 40, 5, MOEGRAD_NO_LIMIT, &rows),
+            MOEGRAD_STATUS_SIZE_OVERFLOW);
+  EXPECT_STREQ(moegrad_last_error_message(), "batch=1099511627776 exceeds 2^31-1, a dimension's limit");
+  EXPECT_EQ(moegrad_moe_init_routing_max_rows(3, int64_t{1} << 40, 1, 5, MOEGRAD_NO_LIMIT, &rows),
+            MOEGRAD_STATUS_SIZE_OVERFLOW);
+  EXPECT_STREQ(moegrad_last_error_message(), "top_k=1099511627776 exceeds 2^31-1, a dimension's limit");
+  EXPECT_EQ(moegrad_moe_init_routing_max_rows(3, 1, int64_t{1} << 31, MOEGRAD_NO_LIMIT, 1, &rows),
+            MOEGRAD_STATUS_SIZE_OVERFLOW);
+  EXPECT_STREQ(moegrad_last_error_message(), "num_experts=2147483648 exceeds 2^31-1, a dimension's limit");
   // R is a dimension of expanded_x: at most 2^31 - 1, whatever limits it.
   rows = -1;
   EXPECT_EQ(moegrad_moe_init_routing_max_rows(int64_t{1} << 30, 2, 4, MOEGRAD_NO_LIMIT, MOEGRAD_NO_LIMIT, &rows),

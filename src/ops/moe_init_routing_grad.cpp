@@ -72,15 +72,15 @@ moegrad_status MoeInitRoutingGradOp::init(const moegrad_moe_init_routing_grad_ar
   chunks_ = (p.batch + tokens_per_chunk_ - 1) / tokens_per_chunk_;
   WorkspaceLayout layout;
   if (!layout.book(static_cast<size_t>(p.M), sizeof(int32_t), 1, &token_of_row_) ||
-      !layout.book(static_cast<size_t>(p.M), sizeof(int32_t), 1, &rows_by_token_) ||
-      !layout.book(static_cast<size_t>(p.batch), sizeof(int32_t), 1, &token_ends_) ||
+      !layout.book(static_cast<size_t>(p.M), sizeof(int32_t), 1, &rows_by_chunk_) ||
+      !layout.book(static_cast<size_t>(chunks_), sizeof(int32_t), 1, &chunk_ends_) ||
       !layout.book(nc_, sizeof(float), workers_, &row_buffer_) || !layout.total(&workspace_bytes_))
     return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "moe_init_routing_grad: workspace size overflows size_t (M=%" PRId64 ")",
                 p.M);
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-void MoeInitRoutingGradOp::run_block(std::byte* base, const RowsByToken& lists, int64_t item, int worker) const {
+void MoeInitRoutingGradOp::run_block(std::byte* base, const RowsByChunk& lists, int64_t item, int worker) const {
   const GradXProblem& p = problem_;
   const int64_t chunk = item / col_blocks_, block = item % col_blocks_;
   const int64_t t0 = chunk * tokens_per_chunk_, t1 = std::min(p.batch, t0 + tokens_per_chunk_);
@@ -89,19 +89,18 @@ void MoeInitRoutingGradOp::run_block(std::byte* base, const RowsByToken& lists, 
   float* buffer = row_buffer_.at<float>(base, worker);
   const bool direct_src = p.dtype == DType::kF32 && (p.gy_col == 1 || kn == 1);
 
-  for (int64_t b = t0; b < t1; ++b) {
+  for (int64_t b = t0; b < t1; ++b)
+    for (size_t j = 0; j < kn; ++j) p.grad_x[b * p.gx_row + (k0 + static_cast<int64_t>(j)) * p.gx_col] = 0.0f;
+  for (int32_t r = chunk > 0 ? lists.ends[chunk - 1] : 0; r < lists.ends[chunk]; ++r) {
+    const int64_t i = lists.rows[r], b = lists.token_of_row[i];
+    const void* src = element_at(p.grad_y, p.dtype, i * p.gy_row + k0 * p.gy_col);
+    if (!direct_src) load_row(p.dtype, src, p.gy_col, buffer, kn);
+    const float* row = direct_src ? static_cast<const float*>(src) : buffer;
     float* dst = p.grad_x + b * p.gx_row + k0 * p.gx_col;
-    for (size_t j = 0; j < kn; ++j) dst[static_cast<int64_t>(j) * p.gx_col] = 0.0f;
-    for (int32_t r = b > 0 ? lists.ends[b - 1] : 0; r < lists.ends[b]; ++r) {
-      const int64_t i = lists.rows[r];
-      const void* src = element_at(p.grad_y, p.dtype, i * p.gy_row + k0 * p.gy_col);
-      if (!direct_src) load_row(p.dtype, src, p.gy_col, buffer, kn);
-      const float* row = direct_src ? static_cast<const float*>(src) : buffer;
-      if (p.gx_col == 1 || kn == 1) {
-        kernels_->add_row(dst, row, kn);
-      } else {
-        add_row_strided(dst, p.gx_col, row, kn);
-      }
+    if (p.gx_col == 1 || kn == 1) {
+      kernels_->add_row(dst, row, kn);
+    } else {
+      add_row_strided(dst, p.gx_col, row, kn);
     }
   }
 }
@@ -110,19 +109,20 @@ moegrad_status MoeInitRoutingGradOp::run(void* workspace, runtime::ThreadPool& p
   std::byte* base = aligned_base(workspace);
   int32_t* token_of_row = token_of_row_.at<int32_t>(base);
   if (auto s = driver::build_token_of_row(problem_, token_of_row)) return s;
-  // A counting sort by token, stable in the row: ends[b] counts token b's
-  // rows, then becomes its list's start, then (after each row is placed
-  // at it) its end.
-  int32_t* rows = rows_by_token_.at<int32_t>(base);
-  int32_t* ends = token_ends_.at<int32_t>(base);
-  std::fill(ends, ends + problem_.batch, 0);
+  // A counting sort by token chunk, stable in the row (so each token's rows
+  // stay ascending): ends[c] counts chunk c's rows, then becomes its list's
+  // start, then (after each row is placed at it) its end.
+  int32_t* rows = rows_by_chunk_.at<int32_t>(base);
+  int32_t* ends = chunk_ends_.at<int32_t>(base);
+  const auto chunk_of = [&](int32_t b) { return chunks_ == 1 ? 0 : b / tokens_per_chunk_; };  // no division for one
+  std::fill(ends, ends + chunks_, 0);
   for (int64_t i = 0; i < problem_.M; ++i)
-    if (token_of_row[i] >= 0) ++ends[token_of_row[i]];
+    if (token_of_row[i] >= 0) ++ends[chunk_of(token_of_row[i])];
   int32_t start = 0;
-  for (int64_t b = 0; b < problem_.batch; ++b) start += std::exchange(ends[b], start);
+  for (int64_t c = 0; c < chunks_; ++c) start += std::exchange(ends[c], start);
   for (int64_t i = 0; i < problem_.M; ++i)
-    if (token_of_row[i] >= 0) rows[ends[token_of_row[i]]++] = static_cast<int32_t>(i);
-  const RowsByToken lists{rows, ends};
+    if (token_of_row[i] >= 0) rows[ends[chunk_of(token_of_row[i])]++] = static_cast<int32_t>(i);
+  const RowsByChunk lists{token_of_row, rows, ends};
   driver::parallel_items(pool, threads, chunks_ * col_blocks_,
                          [&](int64_t item, int worker) noexcept { run_block(base, lists, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;

@@ -4,10 +4,10 @@
 //   grad_x[b, k] = ((0 + d[i1, k]) + d[i2, k]) + ...   rows i1 < i2 < ... of token b
 //
 // Schedule: items (token chunk, column block); each item owns its grad_x
-// block and adds, token by token, that token's rows in ascending order
-// (SPEC §5), from lists of each token's rows sorted once per run (so items
-// do not each scan all M rows: with one column block, as at K <= 256, the
-// scans grew with the thread count to many times the adds themselves).
+// block and adds its chunk's rows in ascending order (SPEC §5), from lists
+// of each chunk's rows sorted once per run (so items do not each scan all M
+// rows: with one column block, as at K <= 256, the scans grew with the
+// thread count to many times the adds themselves).
 #pragma once
 
 #include "api/problem.h"
@@ -23,17 +23,18 @@ class MoeInitRoutingGradOp final : public Op {
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 
  private:
-  struct RowsByToken {
-    const int32_t* rows;  // every row with a token, grouped by token, ascending within one
-    const int32_t* ends;  // ends[b]: one past token b's last row in `rows` (its first: ends[b - 1], or 0)
+  struct RowsByChunk {
+    const int32_t* token_of_row;
+    const int32_t* rows;  // every row with a token, grouped by token chunk, ascending within one
+    const int32_t* ends;  // ends[c]: one past chunk c's last row in `rows` (its first: ends[c - 1], or 0)
   };
-  void run_block(std::byte* base, const RowsByToken& lists, int64_t item, int worker) const;
+  void run_block(std::byte* base, const RowsByChunk& lists, int64_t item, int worker) const;
 
   GradXProblem problem_;  // grad_y = d_expanded_x; weight, group_list unused
   const kernels::GemmKernels* kernels_ = nullptr;
   size_t nc_ = 0;
   int64_t col_blocks_ = 0, tokens_per_chunk_ = 0, chunks_ = 0;
-  Slot token_of_row_, rows_by_token_, token_ends_, row_buffer_;
+  Slot token_of_row_, rows_by_chunk_, chunk_ends_, row_buffer_;
 };
 
 }  // namespace moegrad::ops

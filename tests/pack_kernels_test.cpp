@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -23,7 +22,9 @@
 #include <moegrad/moegrad.h>
 
 #include "float_formats.h"
+#include "host_tensor.h"
 #include "kernels/gemm_kernels.h"
+#include "runner.h"
 
 namespace {
 
@@ -40,47 +41,21 @@ std::vector<const GemmKernels*> tables() {
   return out;
 }
 
-const char* isa_name(moegrad_isa isa) {
-  return isa == MOEGRAD_ISA_SCALAR ? "scalar" : isa == MOEGRAD_ISA_AVX2 ? "avx2" : "avx512";
+// `elements` random finite values of one dtype (denormals included) in the
+// test support's tensor, which widens them with its own decoders.
+mgt::HostTensor random_source(DType dtype, size_t elements, uint32_t seed) {
+  const auto t = static_cast<mgt::DType>(dtype);  // the same order: f32, f16, bf16
+  mgt::HostTensor src(mgt::dl_type(t), {static_cast<int64_t>(elements)});
+  const uint32_t exp_mask = t == mgt::DType::kF32 ? 0x7f800000u : t == mgt::DType::kF16 ? 0x7c00u : 0x7f80u;
+  const uint32_t clear = t == mgt::DType::kF32 ? 0x40000000u : 0x4000u;  // an exponent bit: no Inf or NaN
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < elements; ++i) {
+    uint32_t bits = t == mgt::DType::kF32 ? rng() : rng() & 0xffffu;
+    if ((bits & exp_mask) == exp_mask) bits &= ~clear;
+    src.set_bits(static_cast<int64_t>(i), bits);
+  }
+  return src;
 }
-
-// A buffer of `elements` random finite values of one dtype (denormals
-// included), and the f32 each widens to.
-class Source {
- public:
-  Source(DType dtype, size_t elements, uint32_t seed) : dtype_(dtype) {
-    std::mt19937 rng(seed);
-    const size_t bytes = dtype == DType::kF32 ? 4 : 2;
-    bytes_.resize(elements * bytes);
-    for (size_t i = 0; i < elements; ++i) {
-      if (dtype == DType::kF32) {
-        uint32_t bits = rng();
-        if ((bits & 0x7f800000u) == 0x7f800000u) bits &= ~0x40000000u;  // no Inf or NaN
-        std::memcpy(&bytes_[i * 4], &bits, 4);
-      } else {
-        const uint16_t exp_mask = dtype == DType::kF16 ? 0x7c00 : 0x7f80;
-        auto bits = static_cast<uint16_t>(rng());
-        if ((bits & exp_mask) == exp_mask) bits = static_cast<uint16_t>(bits & ~0x4000u);
-        std::memcpy(&bytes_[i * 2], &bits, 2);
-      }
-    }
-  }
-  const void* data() const { return bytes_.data(); }
-  float widened(int64_t i) const {
-    if (dtype_ == DType::kF32) {
-      uint32_t bits = 0;
-      std::memcpy(&bits, &bytes_[static_cast<size_t>(i) * 4], 4);
-      return mgt::bits_float(bits);
-    }
-    uint16_t bits = 0;
-    std::memcpy(&bits, &bytes_[static_cast<size_t>(i) * 2], 2);
-    return dtype_ == DType::kF16 ? mgt::f16_bits_to_float(bits) : mgt::bf16_bits_to_float(bits);
-  }
-
- private:
-  DType dtype_;
-  std::vector<unsigned char> bytes_;
-};
 
 // `n` floats on a 64-byte boundary (the workspace's panels are), NaN-filled,
 // with NaN guards past them.
@@ -120,7 +95,7 @@ std::vector<Layout> layouts(size_t rows, size_t cols) {
 
 std::string where(const GemmKernels& k, DType t, const Layout& l, size_t count, size_t n0, size_t kc) {
   std::ostringstream os;
-  os << isa_name(k.isa) << " " << dtype_name(t) << " " << l.name << " count=" << count << " n0=" << n0
+  os << mgt::isa_label(k.isa) << " " << dtype_name(t) << " " << l.name << " count=" << count << " n0=" << n0
      << " kc=" << kc;
   return os.str();
 }
@@ -131,7 +106,7 @@ template <class Body>
 void for_each_source(size_t rows, size_t cols, uint32_t seed, Body body) {
   for (const GemmKernels* k : tables())
     for (const DType t : kDTypes)
-      for (const Layout& l : layouts(rows, cols)) body(*k, t, l, Source(t, l.span, seed + static_cast<uint32_t>(t)));
+      for (const Layout& l : layouts(rows, cols)) body(*k, t, l, random_source(t, l.span, seed + static_cast<uint32_t>(t)));
 }
 
 // panel[p][j] (`width` floats a step) is want(p, j) bit for bit for j <
@@ -155,7 +130,7 @@ void expect_panel(const Panel& panel, size_t kc, size_t width, size_t used, cons
 // rows either consecutive or every third (strictly ascending, as callers'
 // are).
 TEST(PackKernels, PackAGivesEachElementItsWidenedValue) {
-  for_each_source(60, 300, 17, [](const GemmKernels& k, DType t, const Layout& l, const Source& src) {
+  for_each_source(60, 300, 17, [](const GemmKernels& k, DType t, const Layout& l, const mgt::HostTensor& src) {
     for (const size_t step : {1u, 3u}) {
       for (size_t mr = 1; mr <= k.mr; ++mr) {
         std::vector<int32_t> rows(mr);
@@ -163,10 +138,10 @@ TEST(PackKernels, PackAGivesEachElementItsWidenedValue) {
         for (const size_t kc : {1u, 15u, 17u, 256u}) {
           const size_t n0 = kc == 256 ? 44 : 3;
           Panel a(kc * k.mr);
-          k.pack_a[static_cast<int>(t)](src.data(), l.row_stride, l.col_stride, rows.data(), mr, n0, kc, a.data());
+          k.pack_a[static_cast<int>(t)](src.view().data, l.row_stride, l.col_stride, rows.data(), mr, n0, kc, a.data());
           expect_panel(a, kc, k.mr, mr, where(k, t, l, mr, n0, kc) + " rows every " + std::to_string(step),
                        [&](size_t p, size_t r) {
-                         return src.widened(rows[r] * l.row_stride + static_cast<int64_t>(n0 + p) * l.col_stride);
+                         return src.get_float(rows[r] * l.row_stride + static_cast<int64_t>(n0 + p) * l.col_stride);
                        });
         }
       }
@@ -176,15 +151,15 @@ TEST(PackKernels, PackAGivesEachElementItsWidenedValue) {
 
 // B[p][c] = weight[k0 + c, n0 + p] for c < nr, +0.0 for nr <= c < NR.
 TEST(PackKernels, PackBGivesEachElementItsWidenedValue) {
-  for_each_source(70, 300, 29, [](const GemmKernels& k, DType t, const Layout& l, const Source& src) {
+  for_each_source(70, 300, 29, [](const GemmKernels& k, DType t, const Layout& l, const mgt::HostTensor& src) {
     for (size_t nr = 1; nr <= k.nr; ++nr) {
       for (const size_t kc : {1u, 15u, 17u, 256u}) {
         const size_t n0 = kc == 256 ? 44 : 5, k0 = 70 - nr;
         Panel b(kc * k.nr);
-        k.pack_b[static_cast<int>(t)](src.data(), l.row_stride, l.col_stride, k0, nr, n0, kc, b.data());
+        k.pack_b[static_cast<int>(t)](src.view().data, l.row_stride, l.col_stride, k0, nr, n0, kc, b.data());
         expect_panel(b, kc, k.nr, nr, where(k, t, l, nr, n0, kc) + " k0=" + std::to_string(k0),
                      [&](size_t p, size_t c) {
-                       return src.widened(static_cast<int64_t>(k0 + c) * l.row_stride +
+                       return src.get_float(static_cast<int64_t>(k0 + c) * l.row_stride +
                                           static_cast<int64_t>(n0 + p) * l.col_stride);
                      });
       }
@@ -195,7 +170,7 @@ TEST(PackKernels, PackBGivesEachElementItsWidenedValue) {
 // The tests above see a table for every ISA the library runs here.
 TEST(PackKernels, EveryAvailableIsaHasItsTable) {
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
-    EXPECT_EQ(moegrad::kernels::gemm_kernels_for(isa) != nullptr, moegrad_isa_available(isa) != 0) << isa_name(isa);
+    EXPECT_EQ(moegrad::kernels::gemm_kernels_for(isa) != nullptr, moegrad_isa_available(isa) != 0) << mgt::isa_label(isa);
   }
   EXPECT_TRUE(moegrad_isa_available(MOEGRAD_ISA_SCALAR));
 }

@@ -33,10 +33,11 @@ def test_info_reports_what_the_environment_asks_for(no_variables):
     for name in hints:
         no_variables.setenv(name, "1")
     # The project's build and test scripts' variables are not misspellings.
-    for name in ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED"):
+    script_variables = ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED")
+    for name in script_variables:
         no_variables.setenv(name, "1")
     info = moegrad.info()
-    for name in ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED"):
+    for name in script_variables:
         assert name not in info["ignored_environment"], name
     assert info["ignored_environment"]["MOEGRAD_NUM_THREAD"] == "MOEGRAD_NUM_THREADS"
     assert info["ignored_environment"]["MOEGRAD_COLOUR"] is None

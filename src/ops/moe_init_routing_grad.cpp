@@ -114,14 +114,13 @@ moegrad_status MoeInitRoutingGradOp::run(void* workspace, runtime::ThreadPool& p
   // start, then (after each row is placed at it) its end.
   int32_t* rows = rows_by_chunk_.at<int32_t>(base);
   int32_t* ends = chunk_ends_.at<int32_t>(base);
-  const auto chunk_of = [&](int32_t b) { return chunks_ == 1 ? 0 : b / tokens_per_chunk_; };  // no division for one
   std::fill(ends, ends + chunks_, 0);
   for (int64_t i = 0; i < problem_.M; ++i)
-    if (token_of_row[i] >= 0) ++ends[chunk_of(token_of_row[i])];
+    if (token_of_row[i] >= 0) ++ends[token_of_row[i] / tokens_per_chunk_];
   int32_t start = 0;
   for (int64_t c = 0; c < chunks_; ++c) start += std::exchange(ends[c], start);
   for (int64_t i = 0; i < problem_.M; ++i)
-    if (token_of_row[i] >= 0) rows[ends[chunk_of(token_of_row[i])]++] = static_cast<int32_t>(i);
+    if (token_of_row[i] >= 0) rows[ends[token_of_row[i] / tokens_per_chunk_]++] = static_cast<int32_t>(i);
   const RowsByChunk lists{token_of_row, rows, ends};
   driver::parallel_items(pool, threads, chunks_ * col_blocks_,
                          [&](int64_t item, int worker) noexcept { run_block(base, lists, item, worker); });

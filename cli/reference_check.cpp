@@ -77,7 +77,10 @@ ReferenceCheck check(const ReferenceProblem& p, const float* grad_x,
                      const std::vector<Sample>& samples, Widen widen, std::size_t elem_bytes) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t k_dim = static_cast<std::size_t>(p.k);
+  // Each of the N + top_k roundings errs by at most 2^-24 of its result or,
+  // where that is subnormal, by at most 2^-150.
   const double bound_scale = static_cast<double>(p.n + p.top_k) * std::ldexp(1.0, -24);
+  const double bound_floor = static_cast<double>(p.n + p.top_k) * std::ldexp(1.0, -150);
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto* weight = static_cast<const std::byte*>(p.weight);
 
@@ -101,7 +104,7 @@ ReferenceCheck check(const ReferenceProblem& p, const float* grad_x,
       }
       for (std::size_t k = 0; k < k_dim; ++k) {
         const double err = std::fabs(grad_x[samples[s].token * k_dim + k] - sum[k]);
-        const double bound = bound_scale * abs_sum[k];
+        const double bound = bound_scale * abs_sum[k] + bound_floor;
         // A NaN output gives a NaN err; !(err <= bound) catches it.
         const bool ok = err <= bound;
         local.within_bound = local.within_bound && ok;

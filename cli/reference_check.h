@@ -1,5 +1,7 @@
 // Checks grad_x against a float64 reference on a sample of tokens, with the
-// accuracy bound of SPEC 5: |grad_x - ref| <= (N + top_k) * 2^-24 * sum|terms|.
+// accuracy bound of SPEC 5: |grad_x - ref| <= (N + top_k) * (2^-24 *
+// sum|terms| + 2^-150), the 2^-150 for roundings to a subnormal result (the
+// README's "Determinism and precision").
 // Computed here, from the raw inputs, by code that shares nothing with the
 // library's kernels.
 #pragma once

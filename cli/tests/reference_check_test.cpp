@@ -126,6 +126,27 @@ TEST_P(ReferenceCheckTest, TheSampleHoldsTheFirstAndLastTokens) {
   }
 }
 
+// One product of 2^-80 and 2^-80: exactly 2^-160, which f32 rounds to 0
+// (half its smallest subnormal is 2^-150). Correct rounding errs by up to
+// 2^-150 there, however small the terms: 0 passes, while 2^-148, an error
+// of about four times that, fails. f16 cannot hold 2^-80; bf16 can.
+TEST(ReferenceCheck, ARoundingToASubnormalMayErrBy2ToTheMinus150) {
+  for (const FloatFormat format : {FloatFormat::kF32, FloatFormat::kBF16}) {
+    const float tiny = std::ldexp(1.0f, -80);
+    const uint16_t tiny_bf16 = f32_to_bf16_bits(tiny);
+    const void* data = format == FloatFormat::kF32 ? static_cast<const void*>(&tiny) : &tiny_bf16;
+    const int64_t row_idx[1] = {0}, group_list[1] = {1};
+    const ReferenceProblem p{data, data, format, row_idx, group_list, 1, 1, 1, 1, 1, 1};
+    const float zero = 0.0f;
+    ReferenceCheck r = check_against_float64(p, &zero, 16);
+    EXPECT_TRUE(r.within_bound) << format_name(format);
+    EXPECT_EQ(r.max_abs_error, std::ldexp(1.0, -160)) << format_name(format);
+    const float far = std::ldexp(1.0f, -148);
+    r = check_against_float64(p, &far, 16);
+    EXPECT_FALSE(r.within_bound) << format_name(format);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Format, ReferenceCheckTest,
                          ::testing::Values(FloatFormat::kF32, FloatFormat::kF16, FloatFormat::kBF16),
                          [](const auto& info) { return std::string(format_name(info.param)); });

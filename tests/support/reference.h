@@ -31,8 +31,8 @@ Reference64 reference_f64(const Problem& p, const std::vector<int64_t>& tokens =
 // ((0 + c_i1) + c_i2) + ... over the token's rows in ascending order.
 Floats reference_contract_order(const Problem& p);
 
-// Elementwise |got - ref| <= (N + top_k) * 2^-24 * abs_sum over computed
-// tokens, and exactly +0.0f for tokens without rows.
+// Elementwise |got - ref| <= (N + top_k) * (2^-24 * abs_sum + 2^-150) over
+// computed tokens, and exactly +0.0f for tokens without rows.
 ::testing::AssertionResult within_bound(const Floats& got, const Reference64& ref, int64_t N,
                                         int64_t top_k, const std::string& context);
 

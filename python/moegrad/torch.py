@@ -91,8 +91,24 @@ def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacit
     flow to x and weight in their dtypes. context: a moegrad.Context (threads,
     ISA) or None for the package default. capacity / active_num drop slots as
     moegrad.moe_init_routing does (y then has fewer rows; a dropped slot
-    contributes nothing and gets no gradient)."""
-    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity, _anchor(x))
+    contributes nothing and gets no gradient). Under torch.autocast("cpu")
+    the layer is a matmul as torch's are: x and weight are cast to the
+    autocast dtype first (differentiably, so their gradients come back in
+    their own dtypes)."""
+    anchor = _anchor(x)
+    x, weight = _autocast(x), _autocast(weight)
+    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity, anchor)
+
+
+# What torch's CPU autocast casts for a matmul: the floating types it may
+# lower (float64 stays, and is refused by the library with its own message).
+_AUTOCAST_FROM = (torch.float32, torch.float16, torch.bfloat16)
+
+
+def _autocast(t):
+    if not (torch.is_tensor(t) and torch.is_autocast_cpu_enabled() and t.dtype in _AUTOCAST_FROM):
+        return t
+    return t.to(torch.get_autocast_cpu_dtype())
 
 
 def _anchor(x):
@@ -119,15 +135,19 @@ def moe_combine(y, expanded_row_idx, batch, top_k, routing_weights=None):
 
 class MoEExperts(torch.nn.Module):
     """G experts, each a bias-free Linear(in_features, out_features), applied
-    to the tokens routed to them: forward(x, expert_idx) -> (y,
-    expanded_row_idx, group_list) as moe_experts. weight is [G, in, out],
-    initialised like nn.Linear (uniform in +-1/sqrt(in_features))."""
+    to the tokens routed to them: forward(x, expert_idx, *, active_num=None,
+    capacity=None) -> (y, expanded_row_idx, group_list) as moe_experts.
+    weight is [G, in, out], initialised like nn.Linear (uniform in
+    +-1/sqrt(in_features))."""
 
-    def __init__(self, num_experts, in_features, out_features, dtype=torch.float32, context=None):
+    def __init__(self, num_experts, in_features, out_features, dtype=torch.float32, context=None, device=None):
         super().__init__()
         self.num_experts, self.in_features, self.out_features = num_experts, in_features, out_features
         self.context = context
-        self.weight = torch.nn.Parameter(torch.empty(num_experts, in_features, out_features, dtype=dtype))
+        # device as torch's modules take it (a "meta" module for deferred
+        # initialisation, say); forward computes on CPU tensors only.
+        self.weight = torch.nn.Parameter(
+            torch.empty(num_experts, in_features, out_features, dtype=dtype, device=device))
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -135,8 +155,8 @@ class MoEExperts(torch.nn.Module):
         with torch.no_grad():
             self.weight.uniform_(-bound, bound)
 
-    def forward(self, x, expert_idx):
-        return moe_experts(x, expert_idx, self.weight, self.context)
+    def forward(self, x, expert_idx, *, active_num=None, capacity=None):
+        return moe_experts(x, expert_idx, self.weight, self.context, active_num=active_num, capacity=capacity)
 
     def extra_repr(self):
         return (f"num_experts={self.num_experts}, in_features={self.in_features}, "

@@ -49,6 +49,32 @@ bool buffer_dtype(const char* format, py::ssize_t itemsize, DLDataType* out) {
   }
 }
 
+// A tensor of a torch vmap (functorch's, or the one behind
+// jacobian(vectorize=True) and autograd.grad(is_grads_batched=True), which
+// reaches the layer's backward as grad_y) wraps a batch of tensors and has
+// no storage to export; the legacy kind cannot even be detached. Told by
+// its dispatch keys (FuncTorchBatched, Batched); false where this torch has
+// no way to tell.
+bool is_vmap_tensor(py::handle obj) {
+  try {
+    const py::dict modules = py::module_::import("sys").attr("modules");
+    if (!modules.contains("torch")) return false;
+    const py::object torch = modules["torch"];
+    if (!py::isinstance(obj, torch.attr("Tensor"))) return false;
+    const py::object c = torch.attr("_C");
+    if (!py::hasattr(c, "_dispatch_keys")) return false;
+    return std::string(py::str(c.attr("_dispatch_keys")(obj))).find("Batched") != std::string::npos;
+  } catch (py::error_already_set&) {
+    return false;
+  }
+}
+
+// What a Python exception says, without the traceback pybind11 appends to
+// what().
+std::string exception_text(const py::error_already_set& e) {
+  return std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value()));
+}
+
 }  // namespace
 
 TensorRef::TensorRef(py::handle obj, const char* name, bool writable) {
@@ -103,6 +129,11 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
     py::object source = py::reinterpret_borrow<py::object>(obj);
+    if (is_vmap_tensor(source))
+      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": a batched tensor of a torch vmap (functorch.vmap, "
+                                        "jacobian(vectorize=True), autograd.grad(is_grads_batched=True)), which has "
+                                        "no memory of its own to read; compute per sample instead (e.g. "
+                                        "vectorize=False)");
     if (py::hasattr(source, "detach")) source = source.attr("detach")();  // torch refuses tensors with grad
     // A torch view with the negative bit (x.conj().imag) holds -value in
     // memory, and __dlpack__ (torch 1.13) exports that memory as it is: an
@@ -118,7 +149,7 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
     try {
       capsule = source.attr("__dlpack__")();
     } catch (py::error_already_set& e) {  // anything else it cannot export
-      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": cannot be read through DLPack: " + e.what());
+      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": cannot be read through DLPack: " + exception_text(e));
     }
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));

@@ -134,6 +134,72 @@ def test_module_trains():
     assert losses[-1] < losses[0]
 
 
+def test_the_module_takes_capacity_and_a_device_as_torch_modules_do():
+    x, e, _ = make_inputs(10, 2, 3, 4, 5, torch.float32, empty=())
+    layer = mgt.MoEExperts(3, 4, 5)
+    got = layer(x, e, capacity=2, active_num=15)
+    want = mgt.moe_experts(x, e, layer.weight, capacity=2, active_num=15)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert int(got[2].max()) <= 2 and int(got[2].sum()) < 20  # slots were dropped
+    deferred = mgt.MoEExperts(3, 4, 5, device="meta")  # deferred initialisation, as torch's modules allow
+    assert deferred.weight.device.type == "meta"
+    with pytest.raises(moegrad.Error, match="^weight: a tensor on meta") as info:
+        deferred(x, e)
+    assert info.value.status == "MOEGRAD_STATUS_UNSUPPORTED_DEVICE"
+
+
+@pytest.mark.parametrize("x_dtype", [torch.float32, torch.bfloat16])
+def test_under_autocast_the_layer_casts_its_inputs_as_torch_matmuls_do(x_dtype):
+    """CPU autocast casts a matmul's float inputs to its dtype (bf16): f32
+    master weights then meet the bf16 activations autocast made upstream. The
+    layer does the same, so it gives the bits of the explicitly cast call,
+    and each leaf gets its gradient in its own dtype: the cast call's,
+    widened exactly."""
+    x, e, w = make_inputs(12, 2, 4, 8, 6, torch.float32)
+    x = x.detach().to(x_dtype).requires_grad_()
+    upstream = torch.empty(24, 6).uniform_(-1, 1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, idx, gl = mgt.moe_experts(x, e, w)
+    (y.float() * upstream).sum().backward()
+    xb, wb = x.detach().bfloat16().requires_grad_(), w.detach().bfloat16().requires_grad_()
+    y_b, idx_b, gl_b = mgt.moe_experts(xb, e, wb)
+    (y_b.float() * upstream).sum().backward()
+    assert y.dtype == torch.bfloat16 and torch.equal(y, y_b)
+    assert torch.equal(idx, idx_b) and torch.equal(gl, gl_b)
+    assert x.grad.dtype == x_dtype and w.grad.dtype == torch.float32
+    assert torch.equal(x.grad, xb.grad.to(x_dtype)) and torch.equal(w.grad, wb.grad.float())
+    with pytest.raises(moegrad.Error, match="must match"):  # outside autocast the dtypes must agree
+        mgt.moe_experts(x.detach().bfloat16(), e, w)
+
+
+def test_batched_gradients_are_refused_saying_what_to_do_instead():
+    """A torch vmap's tensors have no memory of their own: the backward of a
+    vectorised jacobian, and vmap over a plain operator, get moegrad.Error
+    (torch's own error for them names an internal detach)."""
+    x, e, w = make_inputs(5, 2, 3, 4, 3, torch.float32, empty=())
+    with pytest.raises(moegrad.Error, match=r"^grad_y: a batched tensor of a torch vmap .*vectorize=False") as info:
+        torch.autograd.functional.jacobian(lambda x_: mgt.moe_experts(x_, e, w)[0], x, vectorize=True)
+    assert info.value.status == "MOEGRAD_STATUS_BAD_LAYOUT"
+    vmap = pytest.importorskip("functorch").vmap
+    with pytest.raises(moegrad.Error, match="^x: a batched tensor of a torch vmap"):
+        vmap(lambda x_: moegrad.grouped_matmul(x_, w.detach(), torch.tensor([4, 4, 2])))(torch.ones(2, 10, 4))
+
+
+def test_an_export_that_fails_is_refused_with_its_own_words():
+    """Not with the traceback pybind11 appends to a Python error's text."""
+
+    class Refusing(torch.Tensor):
+        def __dlpack__(self, stream=None):
+            raise RuntimeError("this tensor exports nothing")
+
+    gy = torch.Tensor._make_subclass(Refusing, torch.ones(4, 2))
+    with pytest.raises(moegrad.Error, match=r"^grad_y: cannot be read through DLPack: RuntimeError: this tensor "
+                                            r"exports nothing\Z") as info:
+        moegrad.grad_x(gy, torch.ones(2, 3, 2), torch.arange(4), torch.tensor([2, 2]), 4, 1)
+    assert info.value.status == "MOEGRAD_STATUS_BAD_LAYOUT"
+
+
 def test_moe_combine_matches_a_loop():
     y = torch.randn(6, 3)
     idx = torch.tensor([0, 3, 1, 5, 2, 4])  # positions p = b*top_k + j, top_k = 2

@@ -16,9 +16,9 @@
 #include <thread>
 
 #include "aligned_buffer.h"
+#include "api/nonfused_grad_x.h"
 #include "bench_problem.h"
 #include "dl_tensor.h"
-#include "driver/nonfused_grad_x.h"
 #include "grad_x_diff.h"
 #include "onednn_nonfused.h"
 #include "peak_rss.h"
@@ -369,8 +369,8 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
         [s, dp] {
           // The whole call: it plans and allocates its small workspace itself.
           const Clock::time_point t0 = Clock::now();
-          moegrad::check(moegrad::driver::nonfused_grad_x(dp->out_args, s->ctx.get(), dp->d_expanded_x->as<float>(),
-                                                          &s->nonfused_ws));
+          moegrad::check(moegrad::nonfused_grad_x(dp->out_args, s->ctx.get(), dp->d_expanded_x->as<float>(),
+                                                  &s->nonfused_ws));
           return ms_since(t0);
         },
         [dp] { dp->d_expanded_x.reset(); },

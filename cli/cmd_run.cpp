@@ -26,8 +26,8 @@
 
 // The non-fused baseline is an internal library entry point; guarded so the
 // CLI still builds (and says so in its report) if a library lacks it.
-#if __has_include("driver/nonfused_grad_x.h")
-#include "driver/nonfused_grad_x.h"
+#if __has_include("api/nonfused_grad_x.h")
+#include "api/nonfused_grad_x.h"
 #define MOEGRAD_CLI_HAVE_NONFUSED 1
 #else
 #define MOEGRAD_CLI_HAVE_NONFUSED 0
@@ -145,8 +145,7 @@ void compare_nonfused(const RunProblem& problem, const GradXBuffer& fused,
   AlignedBuffer d_expanded_x(r.nonfused_bytes, "d_expanded_x (non-fused path)");
   const GradXBuffer nonfused = problem.make_grad_x("grad_x (non-fused path)");
   const Clock::time_point t0 = Clock::now();
-  moegrad::check(moegrad::driver::nonfused_grad_x(problem.args(nonfused), ctx.get(),
-                                                  d_expanded_x.as<float>()));
+  moegrad::check(moegrad::nonfused_grad_x(problem.args(nonfused), ctx.get(), d_expanded_x.as<float>()));
   r.nonfused_ms = ms_since(t0);
   r.have_nonfused = true;
   const uint64_t bytes = problem.grad_x_bytes();

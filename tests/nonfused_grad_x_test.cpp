@@ -1,5 +1,5 @@
 // The non-fused baseline that `moegrad run` and `moegrad bench` compare the
-// fused operator against (driver/nonfused_grad_x.h): a grouped GEMM into the
+// fused operator against (api/nonfused_grad_x.h): a grouped GEMM into the
 // whole d_expanded_x, then the scatter-add. SPEC §5 fixes the order of every
 // sum, so its grad_x must carry the scalar fused path's bits, whatever the
 // thread count and however its scatter-add splits the columns among the
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "driver/nonfused_grad_x.h"
+#include "api/nonfused_grad_x.h"
 #include "driver/scatter_add_split.h"
 #include "problem.h"
 #include "reference.h"
@@ -62,7 +62,7 @@ Floats nonfused(const Problem& p, const moegrad_context* ctx) {
   HostTensor grad_x = p.make_grad_x();
   Call call(p, grad_x);
   std::vector<float> d_expanded_x(static_cast<size_t>(p.M * p.K), std::nanf(""));
-  const moegrad_status s = moegrad::driver::nonfused_grad_x(call.args, ctx, d_expanded_x.data());
+  const moegrad_status s = moegrad::nonfused_grad_x(call.args, ctx, d_expanded_x.data());
   EXPECT_EQ(s, MOEGRAD_STATUS_SUCCESS) << p.describe() << ": " << moegrad_last_error_message();
   return read_matrix_f32(grad_x);
 }

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/error.h"
+#include "common/error.h"
 #include "kernels/gemm_kernels.h"
 #include "runtime/cpu_features.h"
 #include "runtime/cpu_model.h"
@@ -105,8 +105,7 @@ moegrad_status resolve_isa(moegrad_isa requested, moegrad_isa* resolved) {
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-}  // namespace
-
+// Fills ctx's settings from the CPU and the environment (kContextVariables).
 moegrad_status read_context_env(moegrad_context* ctx) {
   ctx->default_threads = default_thread_count();
   unsigned long long threads = static_cast<unsigned long long>(ctx->default_threads);
@@ -137,12 +136,11 @@ moegrad_status read_context_env(moegrad_context* ctx) {
   return MOEGRAD_STATUS_SUCCESS;
 }
 
+// read_context_env, then starts the pool.
 moegrad_status init_context_from_env(moegrad_context* ctx) {
   if (moegrad_status s = read_context_env(ctx); s != MOEGRAD_STATUS_SUCCESS) return s;
   return ctx->resize_pool(ctx->num_threads);
 }
-
-namespace {
 
 // Levenshtein distance (insertions, deletions, substitutions).
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -347,10 +345,6 @@ moegrad_status moegrad_context_get_num_threads(const moegrad_context* ctx, int32
 
 moegrad_status moegrad_context_set_isa(moegrad_context* ctx, moegrad_isa isa) {
   if (ctx == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "set_isa: ctx is NULL");
-  if (isa == MOEGRAD_ISA_AUTO) {
-    ctx->isa = moegrad::kernels::best_isa();
-    return MOEGRAD_STATUS_SUCCESS;
-  }
   moegrad_isa resolved = MOEGRAD_ISA_SCALAR;
   if (auto s = moegrad::resolve_isa(isa, &resolved)) return s;
   ctx->isa = resolved;

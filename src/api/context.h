@@ -58,11 +58,6 @@ inline constexpr const char* kScriptVariables[] = {
     "MOEGRAD_SANITIZER_CC",    "MOEGRAD_ASAN_EXCLUDE",  "MOEGRAD_TSAN_TESTS",      "MOEGRAD_FUZZ_CXXFLAGS",
     "MOEGRAD_FUZZ_SEED",       "MOEGRAD_FUZZ_RUNS_NPY", "MOEGRAD_FUZZ_RUNS_GRAD_X"};
 
-// Fills ctx's settings from the CPU and the environment (kContextVariables).
-moegrad_status read_context_env(moegrad_context* ctx);
-// read_context_env, then starts the pool.
-moegrad_status init_context_from_env(moegrad_context* ctx);
-
 // What a context resolved to, beside what the CPU and OS offer: for reports
 // (`moegrad info`, moegrad.info() in Python), never for decisions.
 struct ContextInfo {

@@ -3,8 +3,8 @@
 
 #include <atomic>
 
-#include "api/problem.h"
 #include "api/tensor_check.h"
+#include "common/problem.h"
 #include "moegrad/moegrad.h"
 #include "plan/grad_x_plan.h"
 

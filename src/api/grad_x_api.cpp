@@ -5,9 +5,9 @@
 #include <new>
 
 #include "api/context.h"
-#include "api/error.h"
 #include "api/executor.h"
 #include "api/validate.h"
+#include "common/error.h"
 #include "driver/grad_x_driver.h"
 #include "runtime/fp_env.h"
 

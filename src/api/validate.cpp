@@ -7,8 +7,8 @@
 #include <limits>
 #include <utility>
 
-#include "api/error.h"
 #include "api/tensor_check.h"
+#include "common/error.h"
 
 namespace moegrad {
 

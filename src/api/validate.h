@@ -3,8 +3,8 @@
 // phase, before grad_x is written.
 #pragma once
 
-#include "api/problem.h"
 #include "api/tensor_check.h"
+#include "common/problem.h"
 #include "moegrad/moegrad.h"
 
 namespace moegrad {

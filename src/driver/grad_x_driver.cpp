@@ -2,7 +2,6 @@
 
 #include <cstddef>
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 
 #include "driver/packed_gemm.h"
@@ -11,7 +10,6 @@
 #include "driver/rowvec_gemm.h"
 #include "driver/scatter_add_split.h"
 #include "runtime/cpu_features.h"
-#include "runtime/fp_env.h"
 
 namespace moegrad::driver {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "plan/grad_x_plan.h"
 #include "runtime/thread_pool.h"
 

@@ -1,7 +1,8 @@
-// The one GEMM engine of moegrad (BLIS's macro-kernel): packing and
-// micro-kernel loops around one output tile. grad-x, the non-fused path and
-// the other operators all describe their operands with GemmOperand and call
-// packed_gemm_tile, so they share the kernels and the FMA order.
+// The packed GEMM engine (BLIS's macro-kernel): packing and micro-kernel
+// loops around one output tile. Every operator describes its operands with
+// GemmOperand; the layer operators always call packed_gemm_tile, grad-x
+// where the plan does not choose the row-vector engine (rowvec_gemm.h),
+// which computes every element with the same FMA chain.
 #pragma once
 
 #include <cstddef>

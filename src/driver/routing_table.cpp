@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 
-#include "api/error.h"
+#include "common/error.h"
 
 namespace moegrad::driver {
 

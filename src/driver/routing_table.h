@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "moegrad/moegrad.h"
 
 namespace moegrad::driver {

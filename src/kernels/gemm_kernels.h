@@ -107,7 +107,8 @@ struct RowvecKernels {
   size_t strip_floats;  // size of one strip buffer
   // Ct tile from a strip ([STRIP][STRIP_LD]) and a panel ([kc][PANEL], rows
   // >= `rows` zero). ct is [cols][ldct]; rows are computed in whole vectors
-  // (16 rows on AVX-512, 8 on AVX2; up to round_up(rows, 16) <= ldct), and
+  // (16-row zmm and, for a short last panel, one 8-row ymm on AVX-512; 8 on
+  // AVX2; up to round_up(rows, 16) <= ldct), and
   // only Ct rows c < cols are read and written. Meanwhile it does `next`'s
   // share of staging the next strip (NextStrip), in a buffer other than
   // w_strip.

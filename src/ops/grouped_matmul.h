@@ -1,5 +1,5 @@
 // grouped_matmul (forward): y[i, :] = x[i, :] @ weight[g(i)] for the rows
-// i of each expert g, on the one GEMM engine.
+// i of each expert g, on the packed GEMM engine (driver/packed_gemm.h).
 //
 //   y[i, n] = sum_{k=0}^{K-1} x[i, k] * weight[g, k, n]   (fp32 FMA chain, ascending k)
 //
@@ -10,7 +10,7 @@
 // schedule); each item owns its y tile, so the bits do not depend on threads.
 #pragma once
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "ops/gemm_scratch.h"
 #include "ops/op.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cinttypes>
 
-#include "api/error.h"
+#include "common/error.h"
 #include "driver/parallel_items.h"
 #include "ops/float_store.h"
 #include "ops/tensor_rules.h"

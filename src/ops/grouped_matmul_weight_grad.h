@@ -11,7 +11,7 @@
 // over rows is never split, so the bits do not depend on the thread count.
 #pragma once
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "ops/gemm_scratch.h"
 #include "ops/op.h"
 

@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "api/error.h"
+#include "common/error.h"
 #include "driver/parallel_items.h"
 
 namespace moegrad::ops {

@@ -4,7 +4,7 @@
 #include <cinttypes>
 #include <utility>
 
-#include "api/error.h"
+#include "common/error.h"
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "ops/float_store.h"

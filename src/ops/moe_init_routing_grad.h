@@ -1,5 +1,7 @@
-// moe_init_routing_grad: the non-fused scatter-add d_expanded_x -> d_x
-// (MoeInitRoutingGrad), the baseline the fused grad-x replaces.
+// moe_init_routing_grad: the layer's scatter-add d_expanded_x -> d_x
+// (MoeInitRoutingGrad), the second half of the non-fused path the fused
+// grad-x replaces. (`moegrad run` and `bench` time the driver's own
+// non-fused baseline, run_nonfused_grad_x, which adds in the same order.)
 //
 //   grad_x[b, k] = ((0 + d[i1, k]) + d[i2, k]) + ...   rows i1 < i2 < ... of token b
 //
@@ -10,7 +12,7 @@
 // thread count to many times the adds themselves).
 #pragma once
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "ops/op.h"
 #include "ops/workspace.h"
 

@@ -7,7 +7,7 @@
 #include <new>
 
 #include "api/context.h"
-#include "api/error.h"
+#include "common/error.h"
 #include "ops/op.h"
 
 namespace moegrad::ops {

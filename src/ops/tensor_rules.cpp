@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "api/error.h"
+#include "common/error.h"
 #include "driver/routing_table.h"
 
 namespace moegrad::ops {

@@ -8,9 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/problem.h"
 #include "api/tensor_check.h"
 #include "common/dtype.h"
+#include "common/problem.h"
 #include "moegrad/moegrad.h"
 
 namespace moegrad::ops {

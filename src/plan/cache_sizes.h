@@ -8,9 +8,10 @@
 
 namespace moegrad::plan {
 
-// Per core. The defaults are the machine the blocking was measured on: what
-// a context assumes when the OS reports nothing, and the largest caches the
-// plan fits its blocks to (larger ones measured no faster).
+// Per core. The defaults are the Zen 5 VM's caches (the plan's rules were
+// measured there and on a Zen 4 with a 32 KiB L1d): what a context assumes
+// when the OS reports nothing, and the largest caches the plan fits its
+// blocks to (larger ones measured no faster).
 struct CacheSizes {
   size_t l1d = 48 * 1024;
   size_t l2 = 1024 * 1024;

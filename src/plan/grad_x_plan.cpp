@@ -5,7 +5,7 @@
 #include <cmath>
 #include <utility>
 
-#include "api/error.h"
+#include "common/error.h"
 
 namespace moegrad::plan {
 namespace {

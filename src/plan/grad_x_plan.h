@@ -36,7 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "api/problem.h"
+#include "common/problem.h"
 #include "kernels/gemm_kernels.h"
 #include "plan/cache_sizes.h"
 #include "plan/engine.h"

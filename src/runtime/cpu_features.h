@@ -13,8 +13,9 @@ struct CpuFeatures {
   size_t l1d_bytes = 0;     // per-core data-cache sizes from sysconf; 0 when it
   size_t l2_bytes = 0;      // reports none or one outside the plausible range
   // The CPU family where the vendor is AMD (0x19: Zen 3 and 4, 0x1a: Zen 5),
-  // 0 on any other vendor: where a prefetch measured faster on one
-  // generation and slower on the next (driver/grad_x_driver.cpp).
+  // 0 on any other vendor: for the tuning rules measured faster on one
+  // generation and slower on another (driver/grad_x_driver.cpp's prefetch,
+  // driver/rowvec_gemm.cpp's narrow kernel and strip requests).
   unsigned amd_family = 0;
 };
 

@@ -1,4 +1,4 @@
-// AVX-512F kernels (compiled with -mavx512f -mfma -mf16c only in this folder).
+// AVX-512F kernels (compiled with -mavx512f -mavx2 -mfma -mf16c only in this folder).
 // Same arithmetic as the scalar path, 16 lanes at a time.
 #pragma once
 

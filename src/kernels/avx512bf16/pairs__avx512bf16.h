@@ -42,8 +42,8 @@ inline void copy_pair_rows(const uint16_t* base, const int64_t* offsets, size_t 
 }  // namespace
 
 // The row-vector engine in the fast bf16 order (kernels/gemm_kernels.h):
-// weight pairs copied into strips, grad_y pairs transposed into panels.
-// The fast mode's row-vector engine (bf16_pairs_rowvec__avx512bf16.cpp).
+// weight pairs copied into strips, grad_y pairs transposed into panels
+// (bf16_pairs_rowvec__avx512bf16.cpp).
 extern const RowvecKernels kPairRowvecKernels;
 
 }  // namespace moegrad::kernels::avx512bf16

@@ -1,15 +1,15 @@
-#include "driver/nonfused_grad_x.h"
+#include "api/nonfused_grad_x.h"
 
 #include <cstddef>
 #include <memory>
 #include <new>
 
 #include "api/context.h"
-#include "api/error.h"
 #include "api/executor.h"
+#include "common/error.h"
 #include "driver/grad_x_driver.h"
 
-namespace moegrad::driver {
+namespace moegrad {
 
 moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x,
                                size_t* workspace_bytes) {
@@ -23,7 +23,7 @@ moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_co
   if (workspace_bytes != nullptr) *workspace_bytes = ex.plan.workspace_bytes;
   std::shared_ptr<runtime::ThreadPool> pool;
   if (auto s = ctx->pool(&pool)) return s;
-  return run_nonfused_grad_x(ex.problem, ex.plan, ws.get(), *pool, ctx->num_threads, d_expanded_x);
+  return driver::run_nonfused_grad_x(ex.problem, ex.plan, ws.get(), *pool, ctx->num_threads, d_expanded_x);
 }
 
-}  // namespace moegrad::driver
+}  // namespace moegrad

@@ -7,7 +7,7 @@
 
 #include "moegrad/moegrad.h"
 
-namespace moegrad::driver {
+namespace moegrad {
 
 // Validates and plans like moegrad_grad_x_get_workspace_size, allocates its
 // own workspace, fills d_expanded_x ([M, K] row-major, caller-allocated) and
@@ -17,4 +17,4 @@ namespace moegrad::driver {
 moegrad_status nonfused_grad_x(const moegrad_grad_x_args& args, const moegrad_context* ctx, float* d_expanded_x,
                                size_t* workspace_bytes = nullptr);
 
-}  // namespace moegrad::driver
+}  // namespace moegrad

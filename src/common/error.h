@@ -17,4 +17,8 @@ moegrad_status fail_executor_used(const char* function);
 // Clears the message at the start of a successful API call.
 void clear_last_error();
 
+// The calling thread's last message ("" when none): what
+// moegrad_last_error_message returns.
+const char* last_error_message();
+
 }  // namespace moegrad

@@ -54,7 +54,7 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_temp_slots[slot].state.store(0);
 }
 
-// Blocks SIGINT, SIGTERM and SIGHUP on this thread; false if it could not.
+// Blocks the termination signals (signals.h) on this thread; false if it could not.
 bool block_termination_signals(sigset_t* previous) {
   sigset_t set;
   sigemptyset(&set);

@@ -1,6 +1,7 @@
 // moegrad grad-x: the operator on .npy files (SPEC 7). Inputs are mapped, not
 // copied; the output is written to a temp file and renamed only on success.
 #include <moegrad/moegrad.h>
+#include <sys/stat.h>
 
 #include <cctype>
 #include <cstdint>
@@ -137,6 +138,20 @@ std::string with_inputs_named(const std::string& message, std::initializer_list<
   return out;
 }
 
+// An --out that is one of the inputs (the same file, by any path or link)
+// would be replaced by grad_x: refused before anything is written, as the
+// library refuses an output that overlaps an input in memory.
+void refuse_output_over_input(const std::string& out_path, std::initializer_list<Input> inputs) {
+  struct stat out_st {};
+  if (stat(out_path.c_str(), &out_st) != 0) return;  // nothing there yet: nothing to replace
+  for (const Input& in : inputs) {
+    struct stat in_st {};
+    if (stat(in.path.c_str(), &in_st) == 0 && in_st.st_dev == out_st.st_dev && in_st.st_ino == out_st.st_ino)
+      usage_error("grad-x: --out " + out_path + " is the " + in.flag + " input" +
+                  (in.path == out_path ? "" : " (" + in.path + ")") + "; write grad_x to another file");
+  }
+}
+
 }  // namespace
 
 int cmd_grad_x(std::span<char* const> args) {
@@ -159,6 +174,10 @@ int cmd_grad_x(std::span<char* const> args) {
   if (fast_bf16 && !bf16) usage_error("grad-x: --fast-bf16 applies to bf16 inputs only: pass --bf16 too");
   const std::optional<int64_t> threads = flags.integer("--threads", 1, MOEGRAD_MAX_THREADS);
 
+  refuse_output_over_input(out_path, {{"grad_y", "--grad-y", gy_path},
+                                      {"weight", "--weight", w_path},
+                                      {"expanded_row_idx", "--row-idx", idx_path},
+                                      {"group_list", "--group-list", gl_path}});
   AtomicFile out(out_path);  // before the work: an unwritable --out fails fast
 
   const char* float_expected = bf16 ? kBf16Expected : kFloatExpected;

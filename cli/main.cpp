@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "cli_error.h"
 #include "commands.h"
@@ -121,6 +122,8 @@ int main(int argc, char** argv) {
     return report(message.empty() ? status : message + " (" + name + ")", kExitFailure);
   } catch (const std::bad_alloc&) {
     return report("out of memory", kExitFailure);
+  } catch (const std::system_error& e) {  // a thread or lock the OS refused: no bug of ours
+    return report(std::string("the system refused a request: ") + e.what(), kExitFailure);
   } catch (const std::exception& e) {
     return report(std::string("internal error: ") + e.what(), kExitFailure);
   }

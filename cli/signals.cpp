@@ -25,9 +25,11 @@ void on_bus_error(int) {
   _exit(kExitFailure);
 }
 
-void install(int sig, void (*handler)(int), bool unless_ignored) {
+void install(int sig, void (*handler)(int), bool only_over_default) {
   struct sigaction now {};
-  if (unless_ignored && sigaction(sig, nullptr, &now) == 0 && now.sa_handler == SIG_IGN) return;
+  if (only_over_default &&
+      (sigaction(sig, nullptr, &now) != 0 || (now.sa_flags & SA_SIGINFO) != 0 || now.sa_handler != SIG_DFL))
+    return;
   struct sigaction action {};
   action.sa_handler = handler;
   sigemptyset(&action.sa_mask);

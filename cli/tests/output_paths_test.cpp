@@ -368,6 +368,28 @@ TEST_F(OutputPathTest, AFifoInputIsRefusedWithoutWaitingForAWriter) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 20s) << "grad-x waited for a writer";
 }
 
+// An --out that is an input, by its own path or through a link, would have
+// replaced that input with grad_x; it is refused (a usage error) and every
+// file is left as it was.
+TEST_F(OutputPathTest, AnInputAsTheOutputIsRefusedAndKept) {
+  const std::vector<std::string> a = args(p_, e_);
+  for (const char* flag : {"--grad-y", "--weight", "--row-idx", "--group-list"}) {
+    const std::string input = a[std::find(a.begin(), a.end(), flag) - a.begin() + 1];
+    const std::string before = read_file(std::filesystem::path(input).filename().string());
+    expect_error(args(p_, e_, input), 2, std::string("is the ") + flag + " input; write grad_x to another file");
+    EXPECT_EQ(read_file(std::filesystem::path(input).filename().string()), before) << flag;
+  }
+  std::filesystem::create_symlink("w.npy", dir() / "w_link.npy");
+  const std::string before = read_file("w.npy");
+  expect_error(args(p_, e_, path("w_link.npy")), 2, "is the --weight input (" + path("w.npy") + ")");
+  EXPECT_EQ(read_file("w.npy"), before);
+  std::vector<std::string> leftovers;
+  for (const auto& entry : std::filesystem::directory_iterator(dir()))
+    if (entry.path().filename().string().find("moegrad-tmp") != std::string::npos)
+      leftovers.push_back(entry.path().filename());
+  EXPECT_TRUE(leftovers.empty()) << leftovers.front();
+}
+
 // Under `ulimit -f`, a write past the limit raises SIGXFSZ, whose default
 // action ends the process silently, leaving the temp file. The command
 // ignores it, so the write fails (EFBIG) like any other: one error line,
@@ -423,6 +445,20 @@ TEST_F(InterruptTest, SigtermLeavesNoTempFile) {
   const RunResult r = run.wait();
   EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
   EXPECT_EQ(listing(), before_) << "a temp file or an output was left behind";
+}
+
+// Any signal whose default action ends the process, not only the usual
+// three: here a user signal and a timer's (SIGXCPU from `ulimit -t` too,
+// but it and SIGQUIT would leave a core file).
+TEST_F(InterruptTest, OtherTerminatingSignalsLeaveNoTempFile) {
+  for (const int sig : {SIGUSR1, SIGALRM}) {
+    Running run(slow_args());
+    ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
+    ASSERT_EQ(kill(run.pid(), sig), 0);
+    const RunResult r = run.wait();
+    EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+    EXPECT_EQ(listing(), before_) << "signal " << sig << ": a temp file or an output was left behind";
+  }
 }
 
 // A name too long to take the temp suffix gets a shortened temp name, which

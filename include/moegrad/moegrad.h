@@ -153,8 +153,10 @@ MOEGRAD_API const char* moegrad_isa_name(moegrad_isa isa);
 MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
 
 /* ---- context --------------------------------------------------------------
- * A context holds a thread pool and the settings a run uses. Defaults come
- * from the environment when it is created:
+ * A context holds a thread pool and the settings a run uses. Its threads
+ * start at its first run, or when moegrad_context_set_num_threads asks for
+ * another count (so a count set before running is the only one started).
+ * Defaults come from the environment when it is created:
  *   MOEGRAD_NUM_THREADS=N     (N >= 1; default: the CPUs in the creating
  *     thread's affinity mask, i.e. what taskset, a cpuset or an OpenMP
  *     runtime's thread binding allows that thread, and at most the CPU time

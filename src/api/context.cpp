@@ -136,11 +136,6 @@ moegrad_status read_context_env(moegrad_context* ctx) {
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-// read_context_env, then starts the pool.
-moegrad_status init_context_from_env(moegrad_context* ctx) {
-  if (moegrad_status s = read_context_env(ctx); s != MOEGRAD_STATUS_SUCCESS) return s;
-  return ctx->resize_pool(ctx->num_threads);
-}
 
 // Levenshtein distance (insertions, deletions, substitutions).
 size_t edit_distance(std::string_view a, std::string_view b) {
@@ -318,7 +313,11 @@ moegrad_status moegrad_context_create(moegrad_context** ctx) {
   *ctx = nullptr;
   auto* c = new (std::nothrow) moegrad_context;
   if (c == nullptr) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate a context");
-  if (moegrad_status s = moegrad::init_context_from_env(c); s != MOEGRAD_STATUS_SUCCESS) {
+  // The pool starts at the first run (moegrad_context::pool), not here: a
+  // caller that asks for fewer threads than the default before running
+  // (set_num_threads, the CLI's --threads, Python's num_threads=) must not
+  // fail, where the OS limits threads, for threads it never asked for.
+  if (moegrad_status s = moegrad::read_context_env(c); s != MOEGRAD_STATUS_SUCCESS) {
     delete c;
     return s;
   }

@@ -28,8 +28,9 @@ struct moegrad_context {
 
   // The pool of num_threads threads (rebuilt by set_num_threads when that
   // changes, so a run itself never allocates, except where the context has
-  // no pool of this process: the first run in a forked child, or on a
-  // default context whose pool could not start at first use, starts one).
+  // no pool of this process: the first run on a new context, in a forked
+  // child, or on a default context whose pool could not start at first
+  // use, starts one).
   moegrad_status pool(std::shared_ptr<moegrad::runtime::ThreadPool>* out) const;
   // Sets num_threads and the pool together, under the pool lock: when the
   // pool cannot be started, neither changes (no rollback another setter

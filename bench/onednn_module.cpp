@@ -25,9 +25,6 @@ std::string onednn_version() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
-// Rows of look-ahead in the scatter-add (as driver/grad_x_driver.cpp).
-constexpr int64_t kAddAhead = 8;
-
 class DnnlNonfused final : public OnednnBackend {
  public:
   OnednnPrepare prepare(const BenchProblem& p, int threads, std::string* why) noexcept override {
@@ -160,8 +157,8 @@ void DnnlNonfused::execute(float* grad_x) {
     const int64_t k0 = block * width, k1 = std::min(K, k0 + width);
     for (int64_t b = 0; b < p.batch; ++b) std::fill(grad_x + b * K + k0, grad_x + b * K + k1, 0.0f);
     for (int64_t i = 0; i < p.m; ++i) {
-      if (i + kAddAhead < p.m && p.expanded_row_idx[i + kAddAhead] >= 0) {
-        const float* ahead = grad_x + (p.expanded_row_idx[i + kAddAhead] / p.top_k) * K;
+      if (i + driver::kAddAhead < p.m && p.expanded_row_idx[i + driver::kAddAhead] >= 0) {
+        const float* ahead = grad_x + (p.expanded_row_idx[i + driver::kAddAhead] / p.top_k) * K;
         for (int64_t c = k0; c < k1; c += 16) __builtin_prefetch(ahead + c, 1, 3);
       }
       const int64_t pos = p.expanded_row_idx[i];

@@ -1,5 +1,6 @@
 // Per-tensor checks shared by grad-x's validation (api/validate.cpp) and the
-// layer operators (src/ops): one status and one-line message per failure.
+// layer operators (src/ops): one status and one-line message per failure
+// (api/tensor_check.cpp).
 #pragma once
 
 #include <dlpack/dlpack.h>

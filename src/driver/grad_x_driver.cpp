@@ -1,9 +1,10 @@
 #include "driver/grad_x_driver.h"
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 
+#include "common/workspace_align.h"
 #include "driver/packed_gemm.h"
 #include "driver/parallel_items.h"
 #include "driver/routing_table.h"
@@ -20,12 +21,6 @@ struct Tables {
   uint8_t* token_has_rows;
   int64_t* group_start;
 };
-
-std::byte* align_workspace(void* workspace) {
-  const auto addr = reinterpret_cast<uintptr_t>(workspace);
-  const uintptr_t aligned = (addr + plan::kWorkspaceAlign - 1) & ~(uintptr_t{plan::kWorkspaceAlign} - 1);
-  return static_cast<std::byte*>(workspace) + (aligned - addr);
-}
 
 template <typename T>
 T* region(std::byte* base, const plan::Region& r, int worker = 0) {
@@ -114,9 +109,6 @@ class SlotGatherer {
 };
 
 float* grad_x_at(const GradXProblem& p, int64_t b, int64_t k) { return p.grad_x + b * p.gx_row + k * p.gx_col; }
-
-// How many rows ahead the scatter-add asks for grad_x rows.
-constexpr size_t kAddAhead = 8;
 
 // Requests the cache lines of [first, first + bytes) for writing, into L1.
 void prefetch_span(const float* first, size_t bytes) {
@@ -223,7 +215,7 @@ void run_item(const GradXProblem& p, const plan::GradXPlan& plan, const Tables& 
 
 moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, void* workspace,
                           runtime::ThreadPool& pool, int threads) {
-  std::byte* base = align_workspace(workspace);
+  std::byte* base = aligned_base(workspace);
   Tables t{};
   if (auto s = routing_phase(p, plan, base, &t)) return s;
   // Only the fused scatter-add starts sums with a store; the non-fused one
@@ -236,7 +228,7 @@ moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, vo
 
 moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, void* workspace,
                                    runtime::ThreadPool& pool, int threads, float* d_expanded_x) {
-  std::byte* base = align_workspace(workspace);
+  std::byte* base = aligned_base(workspace);
   Tables t{};
   if (auto s = routing_phase(p, plan, base, &t)) return s;
   threads = std::min(threads, plan.workers);
@@ -285,7 +277,7 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
     zero_block(p, 0, p.batch, k0, kn);
     for (int64_t i = 0; i < p.M; ++i) {
       // The same look-ahead as the fused scatter-add (tokens in random order).
-      if (i + static_cast<int64_t>(kAddAhead) < p.M && t.token_of_row[i + kAddAhead] >= 0)
+      if (i + kAddAhead < p.M && t.token_of_row[i + kAddAhead] >= 0)
         prefetch_span(grad_x_at(p, t.token_of_row[i + kAddAhead], k0), static_cast<size_t>(kn) * sizeof(float));
       const int32_t b = t.token_of_row[i];
       if (b >= 0) add_into_grad_x(p, *plan.kernels, b, k0, kn, d_expanded_x + static_cast<size_t>(i) * K + k0);

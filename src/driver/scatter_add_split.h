@@ -1,13 +1,18 @@
-// How the non-fused paths share the scatter-add's grad_x columns among
-// threads. moegrad's own non-fused path (grad_x_driver.cpp) and the oneDNN
-// baseline of `moegrad bench` (bench/onednn_module.cpp) both use it, so the
-// two baselines differ in their GEMM alone.
+// How the scatter-adds share grad_x's columns among threads and how far
+// ahead they request grad_x rows. moegrad's own non-fused path
+// (grad_x_driver.cpp) and the oneDNN baseline of `moegrad bench`
+// (bench/onednn_module.cpp) both use it, so the two baselines differ in
+// their GEMM alone; the fused scatter-add looks ahead as far.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
 namespace moegrad::driver {
+
+// How many rows ahead a scatter-add asks for the grad_x row it will add
+// into (tokens come in random order, so no hardware prefetcher can).
+inline constexpr int64_t kAddAhead = 8;
 
 // Columns of one scatter-add block: about four blocks a thread, but at
 // least 512 columns (2 KiB of each row: its lines stream) unless that

@@ -28,7 +28,7 @@ inline size_t balanced_block(size_t extent, size_t target, size_t unit) {
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
 struct GemmWorkerSlots {
-  Slot rows, a_pack, b_pack, c_tile;
+  BookedRegion rows, a_pack, b_pack, c_tile;
   bool has_c_tile = false;
 };
 

@@ -41,7 +41,7 @@ class GroupedMatmulOp final : public Op {
   const kernels::GemmKernels* kernels_ = nullptr;
   TileBlocking blk_;
   int64_t col_blocks_ = 0;
-  Slot group_start_, tile_start_;
+  BookedRegion group_start_, tile_start_;
   GemmWorkerSlots slots_;
 };
 

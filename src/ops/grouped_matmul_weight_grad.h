@@ -43,7 +43,7 @@ class GroupedMatmulWeightGradOp final : public Op {
   const kernels::GemmKernels* kernels_ = nullptr;
   TileBlocking blk_;
   int64_t k_blocks_ = 0, n_blocks_ = 0;
-  Slot group_start_;
+  BookedRegion group_start_;
   GemmWorkerSlots slots_;
 };
 

@@ -46,7 +46,7 @@ class MoeInitRoutingOp final : public Op {
   IndexOut row_idx_, group_list_;
   int64_t* num_rows_ = nullptr;
 
-  Slot start_, cursor_, pos_;
+  BookedRegion start_, cursor_, pos_;
 };
 
 }  // namespace moegrad::ops

@@ -36,7 +36,7 @@ class MoeInitRoutingGradOp final : public Op {
   const kernels::GemmKernels* kernels_ = nullptr;
   size_t nc_ = 0;
   int64_t col_blocks_ = 0, tokens_per_chunk_ = 0, chunks_ = 0;
-  Slot token_of_row_, rows_by_chunk_, chunk_ends_, row_buffer_;
+  BookedRegion token_of_row_, rows_by_chunk_, chunk_ends_, row_buffer_;
 };
 
 }  // namespace moegrad::ops

@@ -7,14 +7,14 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace moegrad::ops {
+#include "common/workspace_align.h"
 
-inline constexpr size_t kWorkspaceAlign = 512;
+namespace moegrad::ops {
 
 inline size_t round_up(size_t x, size_t m) { return (x + m - 1) / m * m; }
 
 // One booked region: `copies` slices (one per worker, or 1 if shared).
-struct Slot {
+struct BookedRegion {
   size_t offset = 0;
   size_t slice = 0;  // bytes between consecutive copies
 
@@ -28,15 +28,15 @@ class WorkspaceLayout {
  public:
   // Books `copies` aligned slices of `bytes` each (an element count times
   // element size, overflow-checked). False on overflow.
-  bool book(size_t count, size_t elem_bytes, int copies, Slot* slot) {
+  bool book(size_t count, size_t elem_bytes, int copies, BookedRegion* region) {
     size_t bytes = 0, slice = 0, total = 0;
     if (__builtin_mul_overflow(count, elem_bytes, &bytes) ||
         __builtin_add_overflow(bytes, kWorkspaceAlign - 1, &slice))
       return ok_ = false;
     slice = slice / kWorkspaceAlign * kWorkspaceAlign;
     if (__builtin_mul_overflow(slice, static_cast<size_t>(copies), &total)) return ok_ = false;
-    slot->offset = cursor_;
-    slot->slice = slice;
+    region->offset = cursor_;
+    region->slice = slice;
     if (__builtin_add_overflow(cursor_, total, &cursor_)) return ok_ = false;
     return ok_;
   }
@@ -52,12 +52,5 @@ class WorkspaceLayout {
   size_t cursor_ = 0;
   bool ok_ = true;
 };
-
-// The aligned base inside a caller's workspace.
-inline std::byte* aligned_base(void* workspace) {
-  const auto addr = reinterpret_cast<uintptr_t>(workspace);
-  const uintptr_t aligned = (addr + kWorkspaceAlign - 1) & ~(uintptr_t{kWorkspaceAlign} - 1);
-  return static_cast<std::byte*>(workspace) + (aligned - addr);
-}
 
 }  // namespace moegrad::ops

@@ -37,6 +37,7 @@
 #include <cstdint>
 
 #include "common/problem.h"
+#include "common/workspace_align.h"
 #include "kernels/gemm_kernels.h"
 #include "plan/cache_sizes.h"
 #include "plan/engine.h"
@@ -88,8 +89,6 @@ struct GradXPlan {
   // of kc), each kc block in whole words (RowvecKernels::words).
   size_t panel_words(size_t span) const;
 };
-
-inline constexpr size_t kWorkspaceAlign = 512;
 
 // Whom the per-worker regions are for. The fused run gives each worker
 // whole work items, so workers beyond work_items() would idle and their

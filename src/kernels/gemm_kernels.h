@@ -23,16 +23,24 @@ namespace moegrad::kernels {
 using GemmUkernelFn = void (*)(size_t kc, const float* a_packed, const float* b_packed, float* c,
                                size_t ldc, size_t mr, size_t nr, bool accumulate);
 
-// Packs grad_y rows rows[0..mr), columns [n0, n0 + kc) as A[p][MR], widened to
-// f32, rows mr..MR-1 zero. Element (i, n) lives at src + i*row_stride + n*col_stride
-// (strides in elements). rows must be strictly ascending (every caller's
+// The packers serve every operator's GEMM (driver/packed_gemm.h), so they
+// name their operands A and B, not grad-x's tensors: A is the operand whose
+// rows are gathered (grad-x: grad_y; the forward: x), B the one whose
+// outer rows are taken in a range (grad-x: weight[g] seen as [K, N]); p
+// runs along the reduction, from p0 (called n0: grad-x reduces over N).
+//
+// Packs A's rows rows[0..mr), reduction [n0, n0 + kc) as A[p][MR], widened
+// to f32, rows mr..MR-1 zero. Element (i, p) lives at src + i*row_stride +
+// p*col_stride (strides in elements). rows must be strictly ascending (every caller's
 // are): the vector packers read rows[0]..rows[mr-1] as one block when the
 // two ends are mr - 1 apart.
 using PackAFn = void (*)(const void* src, int64_t row_stride, int64_t col_stride,
                          const int32_t* rows, size_t mr, size_t n0, size_t kc, float* a_packed);
 
-// Packs weight[g] rows k in [k0, k0 + nr), columns n in [n0, n0 + kc) as
-// B[p][NR] = weight[g][k0 + c][n0 + p], widened to f32, columns nr..NR-1 zero.
+// Packs B's outer rows [k0, k0 + nr), reduction [n0, n0 + kc) as B[p][NR] =
+// B[k0 + c][n0 + p], widened to f32, columns nr..NR-1 zero. Element (c, p)
+// lives at src + c*k_stride + p*n_stride (k_stride: GemmOperand's
+// outer_stride, n_stride: its reduce_stride).
 using PackBFn = void (*)(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr,
                          size_t n0, size_t kc, float* b_packed);
 

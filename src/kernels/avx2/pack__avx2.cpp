@@ -15,7 +15,7 @@ inline float widen_f16(uint16_t h) { return _cvtsh_ss(h); }
 
 #include "kernels/pack_strided.inc"
 
-// A[p][r] = grad_y[rows[r], n0 + p]
+// A[p][r] = a[rows[r], n0 + p]
 template <DType T>
 void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
             size_t kc, float* a_packed) {
@@ -42,7 +42,7 @@ void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32
   }
 }
 
-// B[p][c] = weight_g[k0 + c, n0 + p]
+// B[p][c] = b[k0 + c, n0 + p]
 template <DType T>
 void pack_b(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr, size_t n0, size_t kc,
             float* b_packed) {
@@ -77,7 +77,7 @@ void pack_b(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size
   pack_b_strided<T>(src, k_stride, n_stride, k0, nr, n0, kc, b_packed);
 }
 
-// A[r][p] = grad_y[rows[r], n0 + p], rows >= mr zero: gathered rows copied.
+// A[r][p] = a[rows[r], n0 + p], rows >= mr zero: gathered rows copied.
 template <DType T>
 void pack_a_rows(const void* src, int64_t row_stride, const int32_t* rows, size_t mr, size_t n0, size_t kc,
                  float* a_rows) {

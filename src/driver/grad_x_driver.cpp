@@ -32,7 +32,7 @@ moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan,
   t->row_starts = region<uint8_t>(base, plan.row_starts);
   t->token_has_rows = region<uint8_t>(base, plan.token_has_rows);
   t->group_start = region<int64_t>(base, plan.group_start);
-  if (auto s = build_group_start(p, t->group_start)) return s;
+  if (auto s = build_group_start(p.group_list, p.group_list_type, p.M, "grad_y", t->group_start)) return s;
   return build_token_of_row(p, t->token_of_row);
 }
 

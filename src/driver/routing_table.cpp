@@ -7,34 +7,35 @@
 
 namespace moegrad::driver {
 
-moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start) {
-  const IndexView& gl = p.group_list;
+moegrad_status build_group_start(const IndexView& gl, int32_t group_list_type, int64_t M, const char* rows,
+                                 int64_t* group_start) {
+  const int64_t G = gl.length;
   group_start[0] = 0;
-  if (p.group_list_type == MOEGRAD_GROUP_LIST_COUNT) {
+  if (group_list_type == MOEGRAD_GROUP_LIST_COUNT) {
     // Negative counts first: a later negative count may bring a sum that
     // ran past M back to it ([9, -5] with M = 4), and then the only broken
     // rule is the sign.
-    for (int64_t g = 0; g < p.G; ++g) {
+    for (int64_t g = 0; g < G; ++g) {
       if (const int64_t count = gl.at(g); count < 0)
         return fail(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "group_list[%" PRId64 "]=%" PRId64 " is negative", g, count);
     }
     int64_t sum = 0;
-    for (int64_t g = 0; g < p.G; ++g) {
+    for (int64_t g = 0; g < G; ++g) {
       const int64_t count = gl.at(g);
-      if (count > p.M - sum)  // also rules out overflow of the running sum
+      if (count > M - sum)  // also rules out overflow of the running sum
         return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH,
                     "group counts exceed M=%" PRId64 " at group_list[%" PRId64 "]=%" PRId64 " (running sum %" PRId64 ")",
-                    p.M, g, count, sum);
+                    M, g, count, sum);
       sum += count;
       group_start[g + 1] = sum;
     }
-    if (sum != p.M)
-      return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "group_list counts sum to %" PRId64 " but M=%" PRId64 " (grad_y rows)",
-                  sum, p.M);
+    if (sum != M)
+      return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "group_list counts sum to %" PRId64 " but M=%" PRId64 " (%s rows)",
+                  sum, M, rows);
     return MOEGRAD_STATUS_SUCCESS;
   }
   int64_t prev = 0;
-  for (int64_t g = 0; g < p.G; ++g) {
+  for (int64_t g = 0; g < G; ++g) {
     const int64_t end = gl.at(g);
     if (g == 0 && end < 0)
       return fail(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "cumsum group_list[0]=%" PRId64 " is negative", end);
@@ -44,9 +45,9 @@ moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start) {
     group_start[g + 1] = end;
     prev = end;
   }
-  if (prev != p.M)
-    return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "cumsum group_list ends at %" PRId64 " but M=%" PRId64 " (grad_y rows)",
-                prev, p.M);
+  if (prev != M)
+    return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH, "cumsum group_list ends at %" PRId64 " but M=%" PRId64 " (%s rows)",
+                prev, M, rows);
   return MOEGRAD_STATUS_SUCCESS;
 }
 

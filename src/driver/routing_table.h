@@ -11,8 +11,12 @@
 
 namespace moegrad::driver {
 
-// group_start[G + 1]: expert g owns expanded rows [group_start[g], group_start[g+1]).
-moegrad_status build_group_start(const GradXProblem& p, int64_t* group_start);
+// group_start[G + 1], G = group_list.length: expert g owns expanded rows
+// [group_start[g], group_start[g+1]), which must end at M; `rows` names the
+// tensor whose row count M is ("grad_y"; the layer operators' "x"). Also
+// what the layer operators decode their group lists with (SPEC §4.6).
+moegrad_status build_group_start(const IndexView& group_list, int32_t group_list_type, int64_t M, const char* rows,
+                                 int64_t* group_start);
 
 // token_of_row[M]: the token b = p / top_k of each expanded row, -1 for rows
 // that belong to no token (type 0 padding, type 1 unclaimed rows).

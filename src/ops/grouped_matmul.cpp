@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "driver/parallel_items.h"
+#include "driver/routing_table.h"
 #include "ops/float_store.h"
 #include "ops/tensor_rules.h"
 
@@ -99,7 +100,7 @@ void GroupedMatmulOp::run_tile(std::byte* base, const int64_t* group_start, cons
 moegrad_status GroupedMatmulOp::run(void* workspace, runtime::ThreadPool& pool, int threads) const {
   std::byte* base = aligned_base(workspace);
   int64_t* group_start = group_start_.at<int64_t>(base);
-  if (auto s = decode_group_list(group_list_, group_list_type_, M_, "x", group_start)) return s;
+  if (auto s = driver::build_group_start(group_list_, group_list_type_, M_, "x", group_start)) return s;
   int64_t* tile_start = tile_start_.at<int64_t>(base);
   const int64_t ms = static_cast<int64_t>(blk_.ms);
   tile_start[0] = 0;

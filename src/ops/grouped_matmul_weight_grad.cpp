@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "driver/parallel_items.h"
+#include "driver/routing_table.h"
 #include "ops/float_store.h"
 #include "ops/tensor_rules.h"
 
@@ -108,7 +109,7 @@ void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_s
 moegrad_status GroupedMatmulWeightGradOp::run(void* workspace, runtime::ThreadPool& pool, int threads) const {
   std::byte* base = aligned_base(workspace);
   int64_t* group_start = group_start_.at<int64_t>(base);
-  if (auto s = decode_group_list(group_list_, group_list_type_, M_, "x", group_start)) return s;
+  if (auto s = driver::build_group_start(group_list_, group_list_type_, M_, "x", group_start)) return s;
   driver::parallel_items(pool, threads, G_ * k_blocks_ * n_blocks_,
                          [&](int64_t item, int worker) { run_tile(base, group_start, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;

@@ -1,11 +1,8 @@
 #include "ops/tensor_rules.h"
 
 #include <cinttypes>
-#include <cstdio>
-#include <cstring>
 
 #include "common/error.h"
-#include "driver/routing_table.h"
 
 namespace moegrad::ops {
 
@@ -83,25 +80,6 @@ moegrad_status check_row_idx_type(int32_t row_idx_type) {
 
 IndexView index_view(const Tensor& t, bool is_int64) {
   return IndexView{t.data(), is_int64, t.dim(0), t.stride(0)};
-}
-
-moegrad_status decode_group_list(const IndexView& group_list, int32_t group_list_type, int64_t M, const char* rows,
-                                 int64_t* group_start) {
-  GradXProblem p;  // the fields build_group_start reads
-  p.M = M;
-  p.G = group_list.length;
-  p.group_list = group_list;
-  p.group_list_type = group_list_type;
-  const moegrad_status s = driver::build_group_start(p, group_start);
-  if (s == MOEGRAD_STATUS_SUCCESS) return s;
-  // The shared check names grad-x's rows; name this operator's instead
-  // (copied first: fail() writes where the message is; nothing allocated).
-  char message[1024];
-  std::snprintf(message, sizeof message, "%s", moegrad_last_error_message());
-  constexpr char kGradXRows[] = "grad_y rows";
-  const char* at = std::strstr(message, kGradXRows);
-  if (at == nullptr) return fail(s, "%s", message);
-  return fail(s, "%.*s%s rows%s", static_cast<int>(at - message), message, rows, at + sizeof kGradXRows - 1);
 }
 
 }  // namespace moegrad::ops

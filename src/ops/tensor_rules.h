@@ -50,11 +50,6 @@ moegrad_status check_row_idx_type(int32_t row_idx_type);
 // 1-D index tensor view.
 IndexView index_view(const Tensor& t, bool is_int64);
 
-// Decodes and checks a group list (SPEC §4.6) into group_start[G + 1];
-// `rows` names the tensor whose row count is M.
-moegrad_status decode_group_list(const IndexView& group_list, int32_t group_list_type, int64_t M, const char* rows,
-                                 int64_t* group_start);
-
 }  // namespace moegrad::ops
 
 namespace moegrad::ops {

@@ -1,11 +1,11 @@
 // C entry points of grad-x: validation -> plan -> executor -> driver.
 #include <cstddef>
-#include <cinttypes>
 #include <memory>
 #include <new>
 
 #include "api/context.h"
 #include "api/executor.h"
+#include "api/run_checks.h"
 #include "api/validate.h"
 #include "common/error.h"
 #include "driver/grad_x_driver.h"
@@ -51,7 +51,6 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
 }  // namespace moegrad
 
 using moegrad::fail;
-using moegrad::fail_executor_used;
 
 extern "C" {
 
@@ -73,21 +72,10 @@ moegrad_status moegrad_grad_x_get_workspace_size(const moegrad_grad_x_args* args
 moegrad_status moegrad_grad_x(void* workspace, size_t workspace_bytes, moegrad_executor* executor,
                               const moegrad_context* ctx) {
   if (executor == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: executor is NULL");
-  if (executor->used)
-    return fail_executor_used("grad_x");
-  if (workspace_bytes < executor->plan.workspace_bytes)
-    return fail(MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "workspace_bytes=%zu < %zu reported by get_workspace_size",
-                workspace_bytes, executor->plan.workspace_bytes);
-  if (workspace == nullptr && executor->plan.workspace_bytes > 0)
-    return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_grad_x: workspace is NULL but %zu bytes are needed",
-                executor->plan.workspace_bytes);
-  if (auto s = moegrad::check_workspace_apart("grad_x", workspace, executor->plan.workspace_bytes, executor->tensors))
-    return s;
-  if (auto s = moegrad::resolve_context(ctx, &ctx)) return s;
   std::shared_ptr<moegrad::runtime::ThreadPool> pool;
-  if (auto s = ctx->pool(&pool)) return s;
-  if (executor->used.exchange(true))
-    return fail_executor_used("grad_x");
+  if (auto s = moegrad::begin_run("grad_x", workspace, workspace_bytes, executor->plan.workspace_bytes,
+                                  executor->tensors, executor->used, &ctx, &pool))
+    return s;
   if (auto s = moegrad::driver::run_grad_x(executor->problem, executor->plan, workspace, *pool, ctx->num_threads)) {
     executor->used = false;  // it wrote nothing (bad contents): fixed, they may be run again
     return s;

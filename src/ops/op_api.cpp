@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "api/executor.h"
+#include "api/run_checks.h"
 #include "ops/grouped_matmul.h"
 #include "ops/grouped_matmul_weight_grad.h"
 #include "ops/moe_init_routing.h"
@@ -48,20 +49,10 @@ moegrad_status run_op(OpKind kind, void* workspace, size_t workspace_bytes, moeg
   if (executor->op->kind() != kind)
     return fail(MOEGRAD_STATUS_EXECUTOR_KIND, "moegrad_%s: the executor was planned for %s", name,
                 op_name(executor->op->kind()));
-  if (executor->used)
-    return fail_executor_used(name);
-  const size_t needed = executor->op->workspace_bytes();
-  if (workspace_bytes < needed)
-    return fail(MOEGRAD_STATUS_WORKSPACE_TOO_SMALL, "moegrad_%s: workspace_bytes=%zu < %zu reported by get_workspace_size",
-                name, workspace_bytes, needed);
-  if (workspace == nullptr && needed > 0)
-    return fail(MOEGRAD_STATUS_NULL_POINTER, "moegrad_%s: workspace is NULL but %zu bytes are needed", name, needed);
-  if (auto s = check_workspace_apart(name, workspace, needed, executor->op->tensors())) return s;
-  if (auto s = resolve_context(ctx, &ctx)) return s;
   std::shared_ptr<runtime::ThreadPool> pool;
-  if (auto s = ctx->pool(&pool)) return s;
-  if (executor->used.exchange(true))
-    return fail_executor_used(name);
+  if (auto s = begin_run(name, workspace, workspace_bytes, executor->op->workspace_bytes(), executor->op->tensors(),
+                         executor->used, &ctx, &pool))
+    return s;
   const int threads = std::min<int>(ctx->num_threads, executor->op->workers());
   if (auto s = executor->op->run(workspace, *pool, threads)) {
     executor->used = false;  // it wrote nothing (bad contents): fixed, they may be run again

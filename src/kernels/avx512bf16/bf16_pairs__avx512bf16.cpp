@@ -22,38 +22,22 @@ constexpr size_t kNR = 32;
 // the f32 engine's length holds any kc <= avx512::kMaxStripKc twice over.
 using avx512::kRowsALd;
 
-uint32_t pair_at(const uint16_t* base, int64_t offset0, int64_t stride, size_t m, size_t n0, size_t kc) {
-  const size_t e0 = 2 * m, e1 = 2 * m + 1;
-  const uint32_t lo = e0 < kc ? base[offset0 + static_cast<int64_t>(n0 + e0) * stride] : 0u;
-  const uint32_t hi = e1 < kc ? base[offset0 + static_cast<int64_t>(n0 + e1) * stride] : 0u;
-  return lo | (hi << 16);
-}
+// pack_a_pairs_strided packs A element by element: for an A strided along
+// the reduction. Contiguous rows are copied instead (pack_a_pair_rows):
+// every reduction block the plan makes fits a copied row, so
+// packed_gemm_tile never transposes them.
+#include "kernels/pack_pairs_strided.inc"
 
-// A[m][r] = pair (grad_y[rows[r], n0+2m], grad_y[rows[r], n0+2m+1]),
-// element by element: for a grad_y strided along N. Contiguous rows are
-// copied instead (pack_a_pair_rows): every reduction block the plan makes
-// fits a copied row, so packed_gemm_tile never transposes them.
-void pack_a_pairs(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
-                  size_t kc, float* a_packed) {
-  const auto* base = static_cast<const uint16_t*>(src);
-  auto* out = reinterpret_cast<uint32_t*>(a_packed);
-  for (size_t m = 0; m < (kc + 1) / 2; ++m)
-    for (size_t r = 0; r < kMR; ++r)
-      out[m * kMR + r] = r < mr ? pair_at(base, rows[r] * row_stride, col_stride, m, n0, kc) : 0u;
-}
-
-// B[m][c] = pair (weight_g[k0+c, n0+2m], weight_g[k0+c, n0+2m+1])
+// B[m][c] = pair (b[k0+c, n0+2m], b[k0+c, n0+2m+1]): 16x16 transposes of
+// pair words where B is contiguous along the reduction.
 void pack_b_pairs(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr, size_t n0, size_t kc,
                   float* b_packed) {
-  const auto* base = static_cast<const uint16_t*>(src);
-  auto* out = reinterpret_cast<uint32_t*>(b_packed);
-  const size_t pairs = (kc + 1) / 2;
   if (n_stride != 1) {
-    for (size_t m = 0; m < pairs; ++m)
-      for (size_t c = 0; c < kNR; ++c)
-        out[m * kNR + c] = c < nr ? pair_at(base, static_cast<int64_t>(k0 + c) * k_stride, n_stride, m, n0, kc) : 0u;
+    pack_b_pairs_strided(src, k_stride, n_stride, k0, nr, n0, kc, b_packed);
     return;
   }
+  const auto* base = static_cast<const uint16_t*>(src);
+  const size_t pairs = (kc + 1) / 2;
   __m512 v[16];
   for (size_t half = 0; half < kNR; half += 16) {
     for (size_t m = 0; m < pairs; m += 16) {
@@ -125,7 +109,7 @@ constinit const RowsAKernels kPairRowsAKernels = {
     kPackAPairRows,
 };
 
-constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs};
+constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs_strided};
 constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs};
 constinit const GemmKernels kPairKernels = {
     MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16, kPackAPairs, kPackBPairs,

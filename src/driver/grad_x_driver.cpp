@@ -6,11 +6,11 @@
 
 #include "common/workspace_align.h"
 #include "driver/packed_gemm.h"
-#include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "driver/rowvec_gemm.h"
 #include "driver/scatter_add_split.h"
 #include "runtime/cpu_features.h"
+#include "runtime/parallel_items.h"
 
 namespace moegrad::driver {
 namespace {
@@ -221,7 +221,7 @@ moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, vo
   // Only the fused scatter-add starts sums with a store; the non-fused one
   // adds into zeroed rows.
   mark_token_starts(p, t.token_of_row, t.row_starts, t.token_has_rows);
-  parallel_items(pool, std::min(threads, plan.workers), plan.work_items(),
+  runtime::parallel_items(pool, std::min(threads, plan.workers), plan.work_items(),
                  [&](int64_t item, int worker) { run_item(p, plan, t, base, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;
 }
@@ -237,7 +237,7 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
   // Step 1: grouped GEMM into the full [M, K] intermediate, one item per
   // (slot of rows, column block).
   const int64_t row_tiles = (p.M + static_cast<int64_t>(plan.ms) - 1) / static_cast<int64_t>(plan.ms);
-  parallel_items(pool, threads, row_tiles * plan.col_blocks, [&](int64_t item, int worker) {
+  runtime::parallel_items(pool, threads, row_tiles * plan.col_blocks, [&](int64_t item, int worker) {
     const int64_t i0 = (item / plan.col_blocks) * static_cast<int64_t>(plan.ms);
     const int64_t k0 = (item % plan.col_blocks) * static_cast<int64_t>(plan.nc);
     const int64_t kn = std::min<int64_t>(static_cast<int64_t>(plan.nc), p.K - k0);
@@ -271,7 +271,7 @@ moegrad_status run_nonfused_grad_x(const GradXProblem& p, const plan::GradXPlan&
   // Step 2: scatter-add (MoeInitRoutingGrad), column blocks in parallel,
   // rows in ascending order.
   const int64_t width = scatter_add_block_width(p.K, threads);
-  parallel_items(pool, threads, (p.K + width - 1) / width, [&](int64_t block, int) {
+  runtime::parallel_items(pool, threads, (p.K + width - 1) / width, [&](int64_t block, int) {
     const int64_t k0 = block * width;
     const int64_t kn = std::min(width, p.K - k0);
     zero_block(p, 0, p.batch, k0, kn);

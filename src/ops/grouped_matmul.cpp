@@ -4,10 +4,10 @@
 #include <cinttypes>
 
 #include "common/error.h"
-#include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "ops/float_store.h"
 #include "ops/tensor_rules.h"
+#include "runtime/parallel_items.h"
 
 namespace moegrad::ops {
 
@@ -107,7 +107,7 @@ moegrad_status GroupedMatmulOp::run(void* workspace, runtime::ThreadPool& pool, 
   for (int64_t g = 0; g < G_; ++g)
     tile_start[g + 1] = tile_start[g] + (group_start[g + 1] - group_start[g] + ms - 1) / ms;
   const int64_t tiles = tile_start[G_];
-  driver::parallel_items(pool, threads, tiles * col_blocks_, [&](int64_t item, int worker) {
+  runtime::parallel_items(pool, threads, tiles * col_blocks_, [&](int64_t item, int worker) {
     run_tile(base, group_start, tile_start, tiles, item, worker);
   });
   return MOEGRAD_STATUS_SUCCESS;

@@ -4,10 +4,10 @@
 #include <cinttypes>
 
 #include "common/error.h"
-#include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "ops/float_store.h"
 #include "ops/tensor_rules.h"
+#include "runtime/parallel_items.h"
 
 namespace moegrad::ops {
 
@@ -110,7 +110,7 @@ moegrad_status GroupedMatmulWeightGradOp::run(void* workspace, runtime::ThreadPo
   std::byte* base = aligned_base(workspace);
   int64_t* group_start = group_start_.at<int64_t>(base);
   if (auto s = driver::build_group_start(group_list_, group_list_type_, M_, "x", group_start)) return s;
-  driver::parallel_items(pool, threads, G_ * k_blocks_ * n_blocks_,
+  runtime::parallel_items(pool, threads, G_ * k_blocks_ * n_blocks_,
                          [&](int64_t item, int worker) { run_tile(base, group_start, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;
 }

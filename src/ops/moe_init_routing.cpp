@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "common/error.h"
-#include "driver/parallel_items.h"
+#include "runtime/parallel_items.h"
 
 namespace moegrad::ops {
 namespace {
@@ -198,21 +198,10 @@ moegrad_status MoeInitRoutingOp::run(void* workspace, runtime::ThreadPool& pool,
   }
   if (num_rows_ != nullptr) *num_rows_ = M;
   const int64_t items = (R_ + kRowsPerItem - 1) / kRowsPerItem;
-  driver::parallel_items(pool, threads, items, [&](int64_t item, int) {
+  runtime::parallel_items(pool, threads, items, [&](int64_t item, int) {
     copy_rows(pos, M, item * kRowsPerItem, std::min(R_, (item + 1) * kRowsPerItem));
   });
   return MOEGRAD_STATUS_SUCCESS;
 }
 
 }  // namespace moegrad::ops
-
-extern "C" moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
-                                                            int64_t active_num, int64_t capacity,
-                                                            int64_t* max_rows) {
-  if (max_rows == nullptr) return moegrad::fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing_max_rows: max_rows is NULL");
-  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity,
-                                              /*from_shapes=*/false, max_rows))
-    return s;
-  moegrad::clear_last_error();
-  return MOEGRAD_STATUS_SUCCESS;
-}

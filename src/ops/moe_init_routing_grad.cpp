@@ -5,11 +5,11 @@
 #include <utility>
 
 #include "common/error.h"
-#include "driver/parallel_items.h"
 #include "driver/routing_table.h"
 #include "ops/float_store.h"
 #include "ops/gemm_scratch.h"
 #include "ops/tensor_rules.h"
+#include "runtime/parallel_items.h"
 
 namespace moegrad::ops {
 
@@ -122,7 +122,7 @@ moegrad_status MoeInitRoutingGradOp::run(void* workspace, runtime::ThreadPool& p
   for (int64_t i = 0; i < problem_.M; ++i)
     if (token_of_row[i] >= 0) rows[ends[token_of_row[i] / tokens_per_chunk_]++] = static_cast<int32_t>(i);
   const RowsByChunk lists{token_of_row, rows, ends};
-  driver::parallel_items(pool, threads, chunks_ * col_blocks_,
+  runtime::parallel_items(pool, threads, chunks_ * col_blocks_,
                          [&](int64_t item, int worker) noexcept { run_block(base, lists, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;
 }

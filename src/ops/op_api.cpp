@@ -86,6 +86,15 @@ moegrad_status moegrad_moe_init_routing(void* workspace, size_t workspace_bytes,
 moegrad_status moegrad_moe_init_routing_run(const moegrad_moe_init_routing_args* args, const moegrad_context* ctx) {
   return run_one_shot<moegrad::ops::MoeInitRoutingOp>(OpKind::kMoeInitRouting, args, ctx);
 }
+moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
+                                                 int64_t active_num, int64_t capacity, int64_t* max_rows) {
+  if (max_rows == nullptr) return moegrad::fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing_max_rows: max_rows is NULL");
+  if (auto s = moegrad::ops::routing_max_rows(batch, top_k, num_experts, active_num, capacity,
+                                              /*from_shapes=*/false, max_rows))
+    return s;
+  moegrad::clear_last_error();
+  return MOEGRAD_STATUS_SUCCESS;
+}
 
 // grouped_matmul
 moegrad_status moegrad_grouped_matmul_get_workspace_size(const moegrad_grouped_matmul_args* args,

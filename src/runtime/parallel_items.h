@@ -10,17 +10,17 @@
 #include "runtime/fp_env.h"
 #include "runtime/thread_pool.h"
 
-namespace moegrad::driver {
+namespace moegrad::runtime {
 
 // Calls fn(item, worker) for item in [0, count) on at most `threads` workers,
 // each under the IEEE floating-point environment (SPEC §5). fn must not
 // throw (nothing the drivers call does): an exception ends the process.
 template <typename Fn>
-void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& fn) {
+void parallel_items(ThreadPool& pool, int threads, int64_t count, Fn&& fn) {
   std::atomic<int64_t> next{0};
   const int workers = static_cast<int>(std::min<int64_t>(threads, std::max<int64_t>(count, 1)));
   auto body = [&](int worker) noexcept {
-    runtime::ScopedIeeeFpEnv fp_env;
+    ScopedIeeeFpEnv fp_env;
     for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < count;
          item = next.fetch_add(1, std::memory_order_relaxed))
       fn(item, worker);
@@ -28,4 +28,4 @@ void parallel_items(runtime::ThreadPool& pool, int threads, int64_t count, Fn&& 
   pool.run(workers, body);
 }
 
-}  // namespace moegrad::driver
+}  // namespace moegrad::runtime

@@ -136,7 +136,6 @@ moegrad_status read_context_env(moegrad_context* ctx) {
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-
 // Levenshtein distance (insertions, deletions, substitutions).
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);

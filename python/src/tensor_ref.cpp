@@ -13,10 +13,37 @@ namespace {
 // kDLBool of DLPack 0.8; Debian's DLPack 0.6 has no name for it.
 constexpr uint8_t kDLBoolCode = 6;
 
-// What torch's __dlpack__ cannot export it refuses with a RuntimeError, and
-// a tensor on another device it exports for the library to refuse by its
-// device number. Both are refused here, as moegrad.Error saying what to do.
+// A tensor of a torch vmap (functorch's, or the one behind
+// jacobian(vectorize=True) and autograd.grad(is_grads_batched=True), which
+// reaches the layer's backward as grad_y) wraps a batch of tensors and has
+// no storage to export; the legacy kind cannot even be detached. Told by
+// its dispatch keys (FuncTorchBatched, Batched); false where this torch has
+// no way to tell.
+bool is_vmap_tensor(py::handle obj) {
+  try {
+    const py::dict modules = py::module_::import("sys").attr("modules");
+    if (!modules.contains("torch")) return false;
+    const py::object torch = modules["torch"];
+    if (!py::isinstance(obj, torch.attr("Tensor"))) return false;
+    const py::object c = torch.attr("_C");
+    if (!py::hasattr(c, "_dispatch_keys")) return false;
+    return std::string(py::str(c.attr("_dispatch_keys")(obj))).find("Batched") != std::string::npos;
+  } catch (py::error_already_set&) {
+    return false;
+  }
+}
+
+// What torch's __dlpack__ cannot export it refuses with a RuntimeError (and
+// a vmap's tensor cannot even be detached first), and a tensor on another
+// device it exports for the library to refuse by its device number. All are
+// refused here, before anything is asked of the tensor, as moegrad.Error
+// saying what to do.
 void refuse_what_dlpack_cannot_carry(const py::object& tensor, const char* name) {
+  if (is_vmap_tensor(tensor))
+    refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": a batched tensor of a torch vmap (functorch.vmap, "
+                                      "jacobian(vectorize=True), autograd.grad(is_grads_batched=True)), which has "
+                                      "no memory of its own to read; compute per sample instead (e.g. "
+                                      "vectorize=False)");
   if (!py::hasattr(tensor, "layout") || !py::hasattr(tensor, "device") || !py::hasattr(tensor, "dtype")) return;
   const std::string layout = py::str(tensor.attr("layout"));
   if (layout != "torch.strided")
@@ -46,26 +73,6 @@ bool buffer_dtype(const char* format, py::ssize_t itemsize, DLDataType* out) {
     case 'B': case 'H': case 'I': case 'L': case 'Q': case 'N': *out = {kDLUInt, bits, 1}; return true;
     case '?': *out = {kDLBoolCode, bits, 1}; return true;  // named "bool" in the library's messages
     default: return false;
-  }
-}
-
-// A tensor of a torch vmap (functorch's, or the one behind
-// jacobian(vectorize=True) and autograd.grad(is_grads_batched=True), which
-// reaches the layer's backward as grad_y) wraps a batch of tensors and has
-// no storage to export; the legacy kind cannot even be detached. Told by
-// its dispatch keys (FuncTorchBatched, Batched); false where this torch has
-// no way to tell.
-bool is_vmap_tensor(py::handle obj) {
-  try {
-    const py::dict modules = py::module_::import("sys").attr("modules");
-    if (!modules.contains("torch")) return false;
-    const py::object torch = modules["torch"];
-    if (!py::isinstance(obj, torch.attr("Tensor"))) return false;
-    const py::object c = torch.attr("_C");
-    if (!py::hasattr(c, "_dispatch_keys")) return false;
-    return std::string(py::str(c.attr("_dispatch_keys")(obj))).find("Batched") != std::string::npos;
-  } catch (py::error_already_set&) {
-    return false;
   }
 }
 
@@ -129,11 +136,7 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
     capsule = py::reinterpret_borrow<py::object>(obj);
   } else {
     py::object source = py::reinterpret_borrow<py::object>(obj);
-    if (is_vmap_tensor(source))
-      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": a batched tensor of a torch vmap (functorch.vmap, "
-                                        "jacobian(vectorize=True), autograd.grad(is_grads_batched=True)), which has "
-                                        "no memory of its own to read; compute per sample instead (e.g. "
-                                        "vectorize=False)");
+    refuse_what_dlpack_cannot_carry(source, name);
     if (py::hasattr(source, "detach")) source = source.attr("detach")();  // torch refuses tensors with grad
     // A torch view with the negative bit (x.conj().imag) holds -value in
     // memory, and __dlpack__ (torch 1.13) exports that memory as it is: an
@@ -145,7 +148,6 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
                                         "values, e.g. one from torch.empty");
       source = source.attr("resolve_neg")();
     }
-    refuse_what_dlpack_cannot_carry(source, name);
     try {
       capsule = source.attr("__dlpack__")();
     } catch (py::error_already_set& e) {  // anything else it cannot export

@@ -61,8 +61,8 @@ constexpr char kHelp[] =
     "                        command holds open for writing (/dev/stdout, /dev/fd/N),\n"
     "                        through that descriptor, as a shell's > or >> opened it\n"
     "\n"
-    "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA);\n"
-    "with --fast-bf16, for any --threads (a NaN's sign and payload excepted).\n"
+    "The result is bitwise identical for any --threads and any ISA (MOEGRAD_ISA),\n"
+    "NaNs included (each is stored as 0x7fc00000); with --fast-bf16, for any --threads.\n"
     "Exit status: 0 success, 1 bad input data or library error, 2 usage error;\n"
     "on error one 'moegrad: error:' line on stderr, no new output file, and an\n"
     "existing DX.npy left as it was.\n";

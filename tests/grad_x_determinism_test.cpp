@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "float_formats.h"
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
@@ -397,6 +398,27 @@ TEST(FastBf16, StridedLayoutsGiveTheEmulationBits) {
     if (!fast_bf16_gives_emulation_bits(Problem(medium_spec(DType::kBF16, 1), layout), label))
       GTEST_SKIP() << "no AVX512_BF16 on this CPU";
   }
+}
+
+// README, "NaN": the fast bf16 mode stores every NaN as the canonical NaN
+// too, on its emulation and on the hardware (bf16 NaNs of both signs and
+// random payloads, infinities and zeros in the inputs).
+TEST(FastBf16, EveryNaNIsStoredAsTheCanonicalNaN) {
+  ProblemSpec spec = make_spec({.batch = 40, .top_k = 2, .experts = 3, .K = 37, .N = 31}, 0, 1.0, 304);
+  spec.dtype = DType::kBF16;
+  spec.values = Values::kNonFinite;
+  spec.value_seed = 7;
+  const Problem p(spec);
+  const Floats emulated = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 2, .fast_bf16 = true});
+  size_t nans = 0;
+  for (float v : emulated) {
+    if (!std::isnan(v)) continue;
+    ++nans;
+    ASSERT_EQ(float_bits(v), 0x7fc00000u) << p.describe() << ": a NaN of the emulation";
+  }
+  ASSERT_GT(nans, 0u) << p.describe() << ": no NaN to test";
+  // The hardware against the emulation, where the CPU has AVX512_BF16.
+  if (moegrad_isa_available(MOEGRAD_ISA_AVX512)) fast_bf16_gives_emulation_bits(p, " non-finite");
 }
 
 // The setting really switches engines (so the test above compares two): the

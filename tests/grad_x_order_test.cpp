@@ -218,6 +218,36 @@ TEST_P(Order, NegativeZeroRowGivesPositiveZero) {
   EXPECT_EQ(float_bits(got.at(1)), 0u) << "token 1 has no rows";
 }
 
+// README, "NaN": NaNs of both signs and random payloads (quiet and
+// signalling) meet in products and in a token's sum, and invalid
+// operations (inf * 0, inf - inf) occur; the reference stores each NaN as
+// 0x7fc00000, and every engine, thread count, dtype and grad_x layout
+// (the strided ones take the driver's own loops) must give its bits.
+TEST_P(Order, EveryNaNIsStoredAsTheCanonicalNaN) {
+  std::vector<Layout> layouts(3);
+  layouts[1].grad_x_row_pad = 3;
+  layouts[2].grad_x_column_major = true;
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
+    for (const Layout& layout : layouts) {
+      ProblemSpec s = make_spec({.batch = 23, .top_k = 2, .experts = 4, .K = 37, .N = 13}, 0, 0.9, 5);
+      s.dtype = dtype;
+      s.values = Values::kNonFinite;
+      s.value_seed = 9;
+      const Problem p(s, layout);
+      const Floats want = reference_contract_order(p);
+      size_t nans = 0;
+      for (float v : want) nans += std::isnan(v) ? 1 : 0;
+      ASSERT_GT(nans, want.size() / 8) << p.describe() << ": too few NaN elements to test";
+      ASSERT_LT(nans, want.size() / 8 * 7) << p.describe() << ": too few other elements to test";
+      for (const char* engine : {"packed", "rowvec"}) {
+        ScopedEnv env("MOEGRAD_ENGINE", engine);
+        for (int32_t threads : {1, 2, 3})
+          EXPECT_TRUE(bitwise_equal(compute(p, options(threads)), want, p.K,
+                                    describe(p, options(threads)) + " engine=" + engine + " " + layout.describe()));
+      }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, Order, ::testing::ValuesIn(explicit_isas()), isa_param_name);
 
 }  // namespace

@@ -113,8 +113,8 @@ typedef enum moegrad_status {
                                                 the workspace overlaps a tensor of the call */
 } moegrad_status;
 
-/* Instruction-set paths. All give bitwise identical grad_x (SPEC §5; a NaN
- * element is NaN on every path, its sign and payload are not specified). */
+/* Instruction-set paths. All give bitwise identical grad_x (SPEC §5; every
+ * NaN element is stored as the one NaN 0x7fc00000, whichever NaNs met). */
 typedef enum moegrad_isa {
   MOEGRAD_ISA_AUTO = 0,   /* the best path this CPU supports */
   MOEGRAD_ISA_SCALAR = 1, /* portable C++, the executable definition of the order */

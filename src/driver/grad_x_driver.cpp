@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "common/canonical_nan.h"
 #include "common/workspace_align.h"
 #include "driver/packed_gemm.h"
 #include "driver/routing_table.h"
@@ -123,14 +124,15 @@ void zero_block(const GradXProblem& p, int64_t t0, int64_t t1, int64_t k0, int64
 
 // grad_x[b, k0:k0+kn] = 0 + src[0:kn]: the token's first add (SPEC §5), on
 // a row that was never zeroed (the sum keeps a -0.0 in src from reaching
-// grad_x, as 0 + -0.0 is +0.0).
+// grad_x, as 0 + -0.0 is +0.0). Like every store of a sum into grad_x, it
+// stores a NaN as the canonical one (common/canonical_nan.h).
 void start_grad_x(const GradXProblem& p, const kernels::GemmKernels& k, int64_t b, int64_t k0, int64_t kn,
                   const float* src) {
   if (p.gx_col == 1) {
     k.start_row(grad_x_at(p, b, k0), src, static_cast<size_t>(kn));
     return;
   }
-  for (int64_t j = 0; j < kn; ++j) *grad_x_at(p, b, k0 + j) = 0.0f + src[j];
+  for (int64_t j = 0; j < kn; ++j) *grad_x_at(p, b, k0 + j) = canonical_nan(0.0f + src[j]);
 }
 
 // grad_x[b, k0:k0+kn] += src[0:kn]
@@ -140,7 +142,10 @@ void add_into_grad_x(const GradXProblem& p, const kernels::GemmKernels& k, int64
     k.add_row(grad_x_at(p, b, k0), src, static_cast<size_t>(kn));
     return;
   }
-  for (int64_t j = 0; j < kn; ++j) *grad_x_at(p, b, k0 + j) += src[j];
+  for (int64_t j = 0; j < kn; ++j) {
+    float* d = grad_x_at(p, b, k0 + j);
+    *d = canonical_nan(*d + src[j]);
+  }
 }
 
 // One work item: tokens [t0, t1) x grad_x columns [k0, k0 + kn).

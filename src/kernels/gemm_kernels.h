@@ -45,6 +45,8 @@ using PackBFn = void (*)(const void* src, int64_t k_stride, int64_t n_stride, si
                          size_t n0, size_t kc, float* b_packed);
 
 // dst[j] += src[j] for j < n: one f32 add per element, the scatter-add step.
+// A NaN sum is stored as the canonical NaN (common/canonical_nan.h), here
+// and in every other store of a sum into grad_x.
 using AddRowFn = void (*)(float* dst, const float* src, size_t n);
 
 // Packs gathered grad_y rows rows[0..count), columns [n0, n0 + kc), from a
@@ -135,7 +137,8 @@ struct RowvecKernels {
   // dst[tokens[r]*dst_stride + j] += ct[j*ldct + r] for j < cols; = 0 + ct
   // where starts (may be null) has starts[r] != 0 (a token's first add, so
   // dst is not read); or = ct for every row when !add (the non-fused path
-  // writing d_expanded_x).
+  // writing d_expanded_x). Sums store NaNs as the canonical NaN; the !add
+  // copy leaves them for the non-fused scatter-add's sums.
   AddColsFn add_cols;
   // A slot's last panel of at most narrow_rows rows (0: none), or the rows
   // of a last panel past its first vector (a_panel and ct then point that

@@ -1,11 +1,14 @@
-// Rounding f32 results once to an output dtype (round to nearest even), the
-// only narrowing in moegrad: the forward y and d_weight in f16/bf16.
+// Storing the layer operators' f32 results: rounded once to an output dtype
+// (round to nearest even), the only narrowing in moegrad (the forward y and
+// d_weight in f16/bf16), and every NaN stored as the canonical NaN
+// (common/canonical_nan.h; f16 0x7e00, bf16 0x7fc0).
 #pragma once
 
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 
+#include "common/canonical_nan.h"
 #include "common/dtype.h"
 
 namespace moegrad::ops {
@@ -24,20 +27,30 @@ inline uint16_t f32_to_bf16(float v) {
 inline void store_row(DType t, void* dst, int64_t stride, const float* src, size_t n) {
   if (t == DType::kF32) {
     float* d = static_cast<float*>(dst);
-    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = src[j];
+    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = canonical_nan(src[j]);
     return;
   }
   uint16_t* d = static_cast<uint16_t*>(dst);
   if (t == DType::kF16) {
-    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = f32_to_f16(src[j]);
+    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = f32_to_f16(canonical_nan(src[j]));
   } else {
-    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = f32_to_bf16(src[j]);
+    for (size_t j = 0; j < n; ++j) d[static_cast<int64_t>(j) * stride] = f32_to_bf16(canonical_nan(src[j]));
   }
 }
 
 // dst[j * stride] += src[j], j < n: one f32 add per element.
 inline void add_row_strided(float* dst, int64_t stride, const float* src, size_t n) {
-  for (size_t j = 0; j < n; ++j) dst[static_cast<int64_t>(j) * stride] += src[j];
+  for (size_t j = 0; j < n; ++j) {
+    float& d = dst[static_cast<int64_t>(j) * stride];
+    d = canonical_nan(d + src[j]);
+  }
+}
+
+// The same rule over an f32 tile that the GEMM wrote straight into an
+// output (rows x n, leading dimension ld), after its last reduction block.
+inline void canonicalize_nans(float* c, size_t ld, size_t rows, size_t n) {
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t j = 0; j < n; ++j) c[r * ld + j] = canonical_nan(c[r * ld + j]);
 }
 
 // The address of element `offset` of a buffer of t.

@@ -87,8 +87,9 @@ void GroupedMatmulOp::run_tile(std::byte* base, const int64_t* group_start, cons
   const driver::GemmOperand b{element_at(w_, dtype_, g * w_g_), w_n_, w_k_};
   const int64_t y_off = i0 * y_row_ + static_cast<int64_t>(n0) * y_col_;
   if (direct_) {
-    driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, static_cast<float*>(y_) + y_off,
-                             static_cast<size_t>(y_row_), &ws.pack, -1);
+    float* y = static_cast<float*>(y_) + y_off;
+    driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, y, static_cast<size_t>(y_row_), &ws.pack, -1);
+    canonicalize_nans(y, static_cast<size_t>(y_row_), count, nn);
     return;
   }
   driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, ws.c_tile, blk_.nc, &ws.pack, -1);

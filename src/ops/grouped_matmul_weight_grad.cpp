@@ -88,8 +88,9 @@ void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_s
   const int64_t p0 = group_start[g], len = group_start[g + 1] - p0;  // len 0: exact zeros
   const int64_t dst = g * gw_g_ + static_cast<int64_t>(k0) * gw_k_ + static_cast<int64_t>(n0) * gw_n_;
   if (direct_) {
-    driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, static_cast<float*>(gw_) + dst,
-                             static_cast<size_t>(gw_k_), &ws.pack, -1);
+    float* gw = static_cast<float*>(gw_) + dst;
+    driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, gw, static_cast<size_t>(gw_k_), &ws.pack, -1);
+    canonicalize_nans(gw, static_cast<size_t>(gw_k_), kn, nn);
     return;
   }
   driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, ws.c_tile, blk_.nc, &ws.pack, -1);

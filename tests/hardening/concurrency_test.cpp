@@ -77,7 +77,7 @@ std::string worker(int thread, int rounds, CtxFor ctx_for) {
       opt.misalign = static_cast<size_t>(thread * 7 + round);
       const RunResult r = run_grad_x(&out.args, opt);
       if (!r.ok()) return "thread " + std::to_string(thread) + ": " + r.describe();
-      const std::string d = compare_bits(read_grad_x(out.grad_x.dl()), s.want[i], s.problems[i]->spec.K, true);
+      const std::string d = compare_bits(read_grad_x(out.grad_x.dl()), s.want[i], s.problems[i]->spec.K);
       if (!d.empty()) return "thread " + std::to_string(thread) + " problem " + std::to_string(i) + ": " + d;
     }
   }
@@ -142,7 +142,7 @@ TEST(Concurrency, ExecutorsPlannedHereRunElsewhere) {
     if (moegrad_grad_x(ws.ptr, ws.bytes, exs[ti].get(), run_ctx) != MOEGRAD_STATUS_SUCCESS)
       return std::string("run failed: ") + moegrad_last_error_message();
     const size_t i = ti % s.problems.size();
-    return compare_bits(read_grad_x(outs[ti]->grad_x.dl()), s.want[i], s.problems[i]->spec.K, true);
+    return compare_bits(read_grad_x(outs[ti]->grad_x.dl()), s.want[i], s.problems[i]->spec.K);
   });
 }
 
@@ -173,7 +173,7 @@ TEST(Concurrency, RacedExecutorRunsExactlyOnce) {
     EXPECT_EQ(ok.load(), 1);
     EXPECT_EQ(used.load(), kThreads - 1);
     EXPECT_EQ(other.load(), 0);
-    EXPECT_EQ(compare_bits(read_grad_x(out.grad_x.dl()), s.want[0], s.problems[0]->spec.K, true), "");
+    EXPECT_EQ(compare_bits(read_grad_x(out.grad_x.dl()), s.want[0], s.problems[0]->spec.K), "");
   }
 }
 
@@ -230,7 +230,7 @@ TEST(Concurrency, ContextLifecycleFromManyThreads) {
       opt.plan_ctx = opt.run_ctx = ctx.get();
       const RunResult r = run_grad_x(&out.args, opt);
       if (!r.ok()) return r.describe();
-      const std::string d = compare_bits(read_grad_x(out.grad_x.dl()), s.want[1], s.problems[1]->spec.K, true);
+      const std::string d = compare_bits(read_grad_x(out.grad_x.dl()), s.want[1], s.problems[1]->spec.K);
       if (!d.empty()) return d;
     }
     return "";

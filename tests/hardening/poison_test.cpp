@@ -93,7 +93,7 @@ TEST_P(Poisoned, ResultIndependentOfWorkspaceAndGradXContents) {
     p.grad_x.fill_bytes(0x00);
     ASSERT_TRUE(run_grad_x(p.args_ptr(), clean).ok()) << spec.describe();
     const std::vector<float> baseline = read_grad_x(p.grad_x.dl());
-    ASSERT_EQ(compare_bits(baseline, want, K, true), "") << spec.describe();
+    ASSERT_EQ(compare_bits(baseline, want, K), "") << spec.describe();
 
     for (const Poison& poison : kPoisons) {
       for (size_t misalign : kMisaligns) {
@@ -106,8 +106,7 @@ TEST_P(Poisoned, ResultIndependentOfWorkspaceAndGradXContents) {
         ASSERT_TRUE(r.ok()) << r.describe();
         const std::vector<float> got = read_grad_x(p.grad_x.dl());
         const std::string where = spec.describe() + " poison=" + poison.name + " misalign=" + std::to_string(misalign);
-        // Bitwise, NaN payloads included: same ISA, same inputs.
-        EXPECT_EQ(compare_bits(got, baseline, K, false), "") << where;
+        EXPECT_EQ(compare_bits(got, baseline, K), "") << where;
         for (int64_t b = 0; b < spec.batch; ++b) {
           if (!empty_tokens[static_cast<size_t>(b)]) continue;
           for (int64_t k = 0; k < K; ++k) {
@@ -161,7 +160,7 @@ TEST_P(Poisoned, WorkspaceReusedAcrossExecutors) {
       ASSERT_EQ(moegrad_grad_x_get_workspace_size(p.args_ptr(), ctx, &bytes, &raw), MOEGRAD_STATUS_SUCCESS);
       ExecutorPtr ex = own(raw);
       ASSERT_EQ(moegrad_grad_x(ws.ptr, ws.bytes, ex.get(), ctx), MOEGRAD_STATUS_SUCCESS);
-      EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K, true), "")
+      EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K), "")
           << p.spec.describe() << " round " << round;
     }
   }

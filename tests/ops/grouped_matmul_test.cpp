@@ -37,7 +37,7 @@ struct GemmCase {
   std::string describe() const {
     std::ostringstream os;
     os << "M=" << M() << " K=" << K << " N=" << N << " G=" << G() << " dtype=" << dtype_name(dtype)
-       << " out=" << dtype_name(out_dtype()) << (fill == Fill::kSmallInt ? " small-int" : " uniform")
+       << " out=" << dtype_name(out_dtype()) << (fill == Fill::kSmallInt ? " small-int" : fill == Fill::kUniform ? " uniform" : " non-finite")
        << (weight_nk ? " weight[G,N,K]^T" : "") << (x_colmajor ? " x-colmajor" : "")
        << (out_padded ? " out-strided" : "") << (cumsum ? " cumsum" : "") << " gl=" << index_dtype_name(gl_dtype);
     return os.str();
@@ -412,6 +412,73 @@ TEST_P(OpsIsa, TheFastBf16ModeChangesNoLayerOperator) {
   EXPECT_TRUE(same_bits(got.gw, want.gw, "weight_grad f32 " + what));
   EXPECT_TRUE(same_bits(got.gw_narrow, want.gw_narrow, "weight_grad bf16 " + what));
   EXPECT_TRUE(same_bits(got.gx, want.gx, "moe_init_routing_grad " + what));
+}
+
+// README, "NaN": every NaN an operator stores is the one canonical NaN
+// (f32 0x7fc00000, f16 0x7e00, bf16 0x7fc0), whichever NaNs met on the way;
+// the NaN elements are the float64 reference's (nothing overflows f32 at
+// these sizes, and inf * 0, inf - inf give NaN in both).
+::testing::AssertionResult nans_are_canonical(const HostTensor& got, const std::vector<double>& ref, DType out,
+                                              const std::string& what) {
+  const std::vector<uint64_t> bits = bit_values(got);
+  const uint64_t canonical = out == DType::kF32 ? 0x7fc00000u : out == DType::kF16 ? 0x7e00u : 0x7fc0u;
+  const uint64_t magnitude = out == DType::kF32 ? 0x7fffffffu : 0x7fffu;
+  const uint64_t inf = out == DType::kF32 ? 0x7f800000u : out == DType::kF16 ? 0x7c00u : 0x7f80u;
+  size_t nans = 0;
+  for (size_t e = 0; e < bits.size(); ++e) {
+    const bool is_nan = (bits[e] & magnitude) > inf;
+    if (std::isnan(ref[e])) {
+      ++nans;
+      if (bits[e] != canonical)
+        return ::testing::AssertionFailure() << what << ": element " << e << " has bits 0x" << std::hex << bits[e]
+                                             << ", the canonical NaN is 0x" << canonical;
+    } else if (is_nan) {
+      return ::testing::AssertionFailure() << what << ": element " << e << " is NaN, its reference " << ref[e];
+    }
+  }
+  if (nans == 0 || nans == bits.size())
+    return ::testing::AssertionFailure() << what << ": " << nans << " of " << bits.size()
+                                         << " elements NaN; the case must mix NaN and other elements";
+  return ::testing::AssertionSuccess();
+}
+
+// NaNs of both signs and random payloads (quiet and signalling),
+// infinities and zeros in every input: outputs the GEMM writes straight
+// (f32, contiguous), through a tile (strided or f16/bf16), added into
+// (accumulate, the scatter-add).
+TEST_P(OpsIsa, EveryNaNIsTheCanonicalNaN) {
+  MGT_SKIP_UNLESS_AVAILABLE(GetParam());
+  const auto ctx = make_context(GetParam(), 2);
+  std::vector<GemmCase> cases(4);
+  cases[1].out_padded = true;
+  cases[2].dtype = DType::kBF16, cases[2].f32_out = false;
+  cases[3].dtype = DType::kF16, cases[3].f32_out = false, cases[3].out_padded = true;
+  for (GemmCase& c : cases) {
+    c.fill = Fill::kNonFinite, c.seed = 3;
+    ForwardRun f(c);
+    ASSERT_TRUE(call(f.args, ctx.get()).ok()) << c.describe();
+    EXPECT_TRUE(nans_are_canonical(f.y, reference_grouped_matmul(f.x, f.w, c.counts).value, c.out_dtype(),
+                                   "grouped_matmul " + c.describe()));
+    for (bool accumulate : {false, true}) {
+      if (accumulate && !c.f32_out) continue;  // accumulate takes an f32 grad_weight
+      WeightGradRun w(c, accumulate);
+      ASSERT_TRUE(call(w.args, ctx.get()).ok()) << c.describe();
+      EXPECT_TRUE(nans_are_canonical(w.gw, reference_weight_grad(w.x, w.gy, c.counts).value, c.out_dtype(),
+                                     "weight_grad " + c.describe() + (accumulate ? " accumulate" : "")));
+    }
+  }
+  for (DType dtype : {DType::kF32, DType::kBF16})
+    for (bool strided : {false, true}) {
+      ScatterRouting s(37, 3, 5, 0, 11);
+      HostTensor d = float_tensor(dtype, {s.M, 45}, Fill::kNonFinite, 3, matrix_strides(strided, s.M));
+      HostTensor gx = output_tensor(kDLF32, {s.batch, 45}, matrix_strides(strided, s.batch));
+      DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
+      const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, s.batch, s.top_k, 0};
+      ASSERT_TRUE(call(args, ctx.get()).ok());
+      EXPECT_TRUE(nans_are_canonical(gx, reference_scatter_add(d, s.owner, s.batch).value, DType::kF32,
+                                     std::string("moe_init_routing_grad ") + dtype_name(dtype) +
+                                         (strided ? " column-major" : "")));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, OpsIsa, ::testing::ValuesIn(explicit_isas()),

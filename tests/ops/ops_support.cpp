@@ -60,9 +60,24 @@ HostTensor float_tensor(DType t, std::vector<int64_t> shape, Fill fill, uint64_t
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> small(-3, 3);
   std::uniform_real_distribution<double> uniform(-2.0, 2.0);
+  // Exponent field all ones and the mantissa's width, for kNonFinite.
+  const uint64_t max_exp = t == DType::kF32 ? 0x7f800000u : t == DType::kF16 ? 0x7c00u : 0x7f80u;
+  const uint64_t mantissa = t == DType::kF32 ? 0x7fffffu : t == DType::kF16 ? 0x3ffu : 0x7fu;
+  const uint64_t sign = t == DType::kF32 ? 0x80000000u : 0x8000u;
   for (int64_t e = 0; e < out.numel(); ++e) {
     const float v = fill == Fill::kSmallInt ? static_cast<float>(small(rng)) : static_cast<float>(uniform(rng));
-    out.set_bits(out.offset_of_linear(e), encode(t, v));
+    uint64_t bits = encode(t, v);
+    if (fill == Fill::kNonFinite) {
+      const uint64_t x = rng();
+      const uint64_t s = (x >> 63) != 0 ? sign : 0;
+      switch (x % 64) {
+        case 0: bits = s | max_exp | ((x >> 8) & mantissa) | 1u; break;  // NaN: a nonzero payload
+        case 1: bits = s | max_exp; break;                             // infinity
+        case 2: bits = s; break;                                       // signed zero
+        default: break;
+      }
+    }
+    out.set_bits(out.offset_of_linear(e), bits);
   }
   return out;
 }

@@ -21,6 +21,8 @@ namespace mgt::ops {
 enum class Fill {
   kSmallInt,  // integers in [-3, 3]: products and short sums are exact in f32
   kUniform,   // |v| < 2 with a full mantissa (rounded to the dtype)
+  kNonFinite,  // kUniform's, with 1/64 NaNs (random sign and payload, quiet or
+               // signalling), 1/64 infinities and 1/64 zeros (so inf * 0 occurs)
 };
 
 // A tensor of `shape` (strides in elements; empty: compact) filled with

@@ -66,6 +66,16 @@ class ValueSource {
         const int e = lo + static_cast<int>((x >> 48) % static_cast<uint64_t>(hi - lo + 1));
         return pack(layout_, negative, static_cast<uint32_t>(e + layout_.bias), x);
       }
+      case Values::kNonFinite: {
+        const uint64_t x = rng_();
+        const bool negative = (x >> 63) != 0;
+        const auto pick = static_cast<uint32_t>((x >> 40) & 0xff) % 64;
+        const uint32_t max_exp = (1u << (layout_.sign_shift - layout_.frac_bits)) - 1u;
+        if (pick == 0) return pack(layout_, negative, max_exp, x | 1u);  // NaN: a nonzero payload
+        if (pick == 1) return pack(layout_, negative, max_exp, 0);       // infinity
+        if (pick <= 3) return pack(layout_, negative, 0, 0);             // signed zero
+        return pack(layout_, negative, static_cast<uint32_t>(layout_.bias - 4) + static_cast<uint32_t>((x >> 48) % 5), x);
+      }
       case Values::kTiny: {
         const uint64_t x = rng_();
         const bool negative = (x >> 63) != 0;
@@ -116,6 +126,7 @@ const char* values_name(Values v) {
     case Values::kSmallInt: return "small-int";
     case Values::kWideExponent: return "wide-exponent";
     case Values::kTiny: return "tiny";
+    case Values::kNonFinite: return "non-finite";
   }
   return "?";
 }

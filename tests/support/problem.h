@@ -17,6 +17,8 @@ enum class Values {
   kSmallInt,      // integers in [-3, 3]: every product and sum is exact in f32
   kWideExponent,  // exponents over a wide range (f16: its whole normal range), some zeros
   kTiny,          // f32/bf16: products in the f32 denormal range; f16: f16 denormal inputs
+  kNonFinite,     // kUniform's, with 1/64 NaNs (random sign, payload, quiet or signalling),
+                  // 1/64 infinities and 1/32 zeros (so inf * 0 and inf - inf occur)
 };
 const char* values_name(Values v);
 

@@ -28,7 +28,8 @@ struct Reference64 {
 Reference64 reference_f64(const Problem& p, const std::vector<int64_t>& tokens = {});
 
 // grad_x in SPEC §5's order: c = fma chain over n from +0.0f, then
-// ((0 + c_i1) + c_i2) + ... over the token's rows in ascending order.
+// ((0 + c_i1) + c_i2) + ... over the token's rows in ascending order; every
+// NaN then becomes the canonical NaN 0x7fc00000 (README, "NaN").
 Floats reference_contract_order(const Problem& p);
 
 // Elementwise |got - ref| <= (N + top_k) * (2^-24 * abs_sum + 2^-150) over

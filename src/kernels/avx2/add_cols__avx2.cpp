@@ -4,13 +4,15 @@
 // grad_x row.
 #include <immintrin.h>
 
+#include "kernels/avx2/canonical_nan__avx2.h"
 #include "kernels/avx2/kernels__avx2.h"
 #include "kernels/avx2/widen__avx2.h"
 
 namespace moegrad::kernels::avx2 {
 
 // For r ascending: dst[tokens[r]*dst_stride + j] += ct[j*ldct + r], j < cols
-// (= 0 + ct where starts[r], a token's first add; = ct when !add). Column
+// (= 0 + ct where starts[r], a token's first add; = ct when !add; a sum
+// stores every NaN as the canonical one, common/canonical_nan.h). Column
 // blocks are independent and, within one, rows are added one after the
 // other (a token twice in the tile gets its two adds in row order): every
 // element sees the same adds in the same order as row-by-row adding.
@@ -34,7 +36,7 @@ void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, 
           const __m256 sum = start     ? _mm256_setzero_ps()
                              : nj == 8 ? _mm256_loadu_ps(d)
                                        : _mm256_maskload_ps(d, col_mask);
-          v[r] = _mm256_add_ps(sum, v[r]);
+          v[r] = canonical_nan(_mm256_add_ps(sum, v[r]));
         }
         if (nj == 8) {
           _mm256_storeu_ps(d, v[r]);

@@ -67,18 +67,4 @@ void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const fl
   tile_6x16<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
 }
 
-void f32_add_row__avx2(float* dst, const float* src, size_t n) {
-  size_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(dst + j), _mm256_loadu_ps(src + j)));
-  for (; j < n; ++j) dst[j] += src[j];
-}
-
-void f32_start_row__avx2(float* dst, const float* src, size_t n) {
-  const __m256 zero = _mm256_setzero_ps();
-  size_t j = 0;
-  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(dst + j, _mm256_add_ps(zero, _mm256_loadu_ps(src + j)));
-  for (; j < n; ++j) dst[j] = 0.0f + src[j];
-}
-
 }  // namespace moegrad::kernels::avx2

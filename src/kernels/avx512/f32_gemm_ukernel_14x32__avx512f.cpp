@@ -47,25 +47,4 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
   tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
 }
 
-void f32_add_row__avx512f(float* dst, const float* src, size_t n) {
-  size_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_loadu_ps(dst + j), _mm512_loadu_ps(src + j)));
-  if (j < n) {
-    const __mmask16 m = lane_mask(n - j);
-    _mm512_mask_storeu_ps(dst + j, m,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(m, dst + j), _mm512_maskz_loadu_ps(m, src + j)));
-  }
-}
-
-void f32_start_row__avx512f(float* dst, const float* src, size_t n) {
-  const __m512 zero = _mm512_setzero_ps();
-  size_t j = 0;
-  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(dst + j, _mm512_add_ps(zero, _mm512_loadu_ps(src + j)));
-  if (j < n) {
-    const __mmask16 m = lane_mask(n - j);
-    _mm512_mask_storeu_ps(dst + j, m, _mm512_add_ps(zero, _mm512_maskz_loadu_ps(m, src + j)));
-  }
-}
-
 }  // namespace moegrad::kernels::avx512

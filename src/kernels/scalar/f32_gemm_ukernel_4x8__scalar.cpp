@@ -22,12 +22,4 @@ void f32_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float*
     for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
 }
 
-void f32_add_row__scalar(float* dst, const float* src, size_t n) {
-  for (size_t j = 0; j < n; ++j) dst[j] += src[j];
-}
-
-void f32_start_row__scalar(float* dst, const float* src, size_t n) {
-  for (size_t j = 0; j < n; ++j) dst[j] = 0.0f + src[j];
-}
-
 }  // namespace moegrad::kernels::scalar

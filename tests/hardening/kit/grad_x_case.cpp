@@ -617,10 +617,10 @@ std::string check_case(Case& c) {
   if (std::string u = check_untouched(c, before, false); !u.empty()) return u + ": " + what;
   const std::vector<float> got = read_grad_x(p.grad_x.dl());
   const int64_t K = c.spec.K;
-  if (std::string d = compare_bits(got, reference_contract(c.args), K, true); !d.empty())
+  if (std::string d = compare_bits(got, reference_contract(c.args), K); !d.empty())
     return "result != SPEC §5 f32 order: " + d + "; " + what;
   if (c.spec.values == Values::kSmallInt) {
-    if (std::string d = compare_bits(got, to_float(reference_f64(c.args)), K, false); !d.empty())
+    if (std::string d = compare_bits(got, to_float(reference_f64(c.args)), K); !d.empty())
       return "result != float64 reference (exact for small integers): " + d + "; " + what;
   }
   // Again on the scalar path, other threads/workspace/misalignment/poison.
@@ -632,7 +632,7 @@ std::string check_case(Case& c) {
   again.ws_fill = {0x3C, 0xFF, 0x00};
   const RunResult r2 = run_grad_x(&c.args, again);
   if (!r2.ok()) return "scalar rerun failed: " + r2.describe() + "; " + what;
-  if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K, true); !d.empty())
+  if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K); !d.empty())
     return "scalar path differs: " + d + "; " + what;
   return "";
 }

@@ -1,8 +1,8 @@
 // One fuzz input for the operator: bytes -> a grad-x call (shapes, strides,
 // dtypes, attributes, index contents, one optional structural fault or API
 // misuse) -> the call, checked against independent oracles:
-//  * on success: grad_x equals SPEC §5's f32 order bit for bit (NaNs match
-//    any NaN), and for small-integer inputs also the float64 reference; a
+//  * on success: grad_x equals SPEC §5's f32 order bit for bit (every NaN
+//    the canonical one), and for small-integer inputs also the float64 reference; a
 //    second run on the scalar path (other threads, workspace, misalignment)
 //    gives the same bits; grad_x's gaps and the inputs are untouched;
 //  * on failure: the status is one the SPEC allows for what was broken, the

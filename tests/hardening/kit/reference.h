@@ -3,7 +3,8 @@
 // (strides, byte_offset, dtype):
 //  * content_violations: SPEC §4.6/§4.8 on the group list and index contents;
 //  * reference_contract: SPEC §5's f32 order (fma chain over n from +0.0f,
-//    then ((0 + c_i1) + c_i2) + ... over ascending rows) - the exact bits;
+//    then ((0 + c_i1) + c_i2) + ... over ascending rows), every NaN then the
+//    canonical 0x7fc00000 (README, "NaN") - the exact bits;
 //  * reference_f64: the same sums in float64 (exact for small integers).
 #pragma once
 
@@ -39,10 +40,8 @@ std::vector<float> to_float(const std::vector<double>& v);
 // grad_x (any strides) read back row-major.
 std::vector<float> read_grad_x(const DLTensor& gx);
 
-// "" if equal bit for bit (nan_equal: any NaN matches any NaN, as NaN
-// payloads are outside the contract), else a message naming the first
+// "" if equal bit for bit, NaNs included, else a message naming the first
 // differing (b, k) and both values.
-std::string compare_bits(const std::vector<float>& got, const std::vector<float>& want, int64_t K,
-                         bool nan_equal);
+std::string compare_bits(const std::vector<float>& got, const std::vector<float>& want, int64_t K);
 
 }  // namespace mgh

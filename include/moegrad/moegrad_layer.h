@@ -40,8 +40,10 @@
  *  - every GEMM is moegrad's one engine: each output element is one fp32 FMA
  *    chain over the reduction index in ascending order, starting at +0.0,
  *    never split across threads, so results are bitwise identical for any
- *    thread count, ISA path and workspace address (SPEC §5; every NaN
- *    stored is the one NaN: f32 0x7fc00000, f16 0x7e00, bf16 0x7fc0).
+ *    thread count, ISA path and workspace address (SPEC §5);
+ *  - every NaN a GEMM or moe_init_routing_grad's scatter-add stores is the
+ *    one canonical NaN (f32 0x7fc00000, f16 0x7e00, bf16 0x7fc0), whichever
+ *    NaNs met; moe_init_routing copies rows, NaN bits included.
  */
 #ifndef MOEGRAD_MOEGRAD_LAYER_H_
 #define MOEGRAD_MOEGRAD_LAYER_H_

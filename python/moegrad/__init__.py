@@ -10,8 +10,10 @@ as torch tensors; indices int32 or int64; no copies of the inputs):
     moe_init_routing_grad(grad_expanded_x, expanded_row_idx, batch, top_k) -> grad_x  (non-fused scatter-add)
 
 Every GEMM accumulates in fp32 in a fixed order, so results are bitwise
-identical for any thread count, NaNs included (each is stored as np.nan's
-bits). Bad input
+identical for any thread count, NaNs included: every NaN a GEMM or a
+scatter-add stores is the one canonical NaN (float32 0x7fc00000, np.nan's
+bits; float16 0x7e00; bfloat16 0x7fc0), while moe_init_routing copies
+rows, NaN bits and all. Bad input
 raises moegrad.Error, a ValueError whose message is the library's and whose
 .status names the moegrad_status.
 These operators do not record autograd (one given a tensor that requires

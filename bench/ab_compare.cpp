@@ -48,7 +48,7 @@ using moegrad::cli::FloatFormat;
 const char kHelp[] =
     "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
     "                  [--threads N] [--threads-b N] [--fast-bf16] [--fast-bf16-b]\n"
-    "                  [--routing random|even] [--rounds R]\n"
+    "                  [--routing random|even] [--weight-layout kn|nk] [--rounds R]\n"
     "\n"
     "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
     "process: both plan the same problem over the same inputs, each round runs A and B\n"
@@ -70,6 +70,9 @@ const char kHelp[] =
     "  --routing R    random: `moegrad bench`'s top-k routing (default); even: token b\n"
     "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
     "                 rows when G divides batch*top_k (tails of one known length)\n"
+    "  --weight-layout L  kn: weight [G, K, N] contiguous (default); nk: a [G, N, K]\n"
+    "                 buffer viewed as [G, K, N] (stacked nn.Linear weights), which\n"
+    "                 the row-vector engine does not take\n"
     "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n";
 
 // The C API of one build, resolved from its handle.
@@ -182,6 +185,7 @@ struct Options {
   bool fast_bf16 = false;
   bool fast_bf16_b = false;  // B only
   bool even_routing = false;
+  bool weight_nk = false;  // a [G, N, K] buffer viewed as [G, K, N]
   int rounds = 21;
 };
 
@@ -218,6 +222,10 @@ Options parse_options(int argc, char** argv) {
       const std::string_view r = value();
       if (r != "random" && r != "even") throw UsageError("--routing: random or even, not '" + std::string(r) + "'");
       o.even_routing = r == "even";
+    } else if (a == "--weight-layout") {
+      const std::string_view l = value();
+      if (l != "kn" && l != "nk") throw UsageError("--weight-layout: kn or nk, not '" + std::string(l) + "'");
+      o.weight_nk = l == "nk";
     } else if (a.starts_with("-")) {
       throw UsageError("unknown option " + std::string(a));
     } else {
@@ -265,7 +273,9 @@ int run(const Options& o) {
           gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k};
   const DLDataType dl = moegrad::cli::format_dl_dtype(o.format);
   const DLTensor gy_t = moegrad::cli::make_dl_tensor(grad_y.data(), dl, gy_shape, 2);
-  const DLTensor w_t = moegrad::cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
+  DLTensor w_t = moegrad::cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
+  int64_t w_nk_strides[3] = {s.k * s.n, 1, s.k};
+  if (o.weight_nk) w_t.strides = w_nk_strides;
   const DLTensor idx_t = moegrad::cli::make_dl_tensor(const_cast<int64_t*>(routing.expanded_row_idx.data()),
                                                       {kDLInt, 64, 1}, idx_shape, 1);
   const DLTensor gl_t = moegrad::cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()),
@@ -277,9 +287,10 @@ int run(const Options& o) {
   BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads_b, o.fast_bf16_b);
   const auto [min_rows, max_rows] = std::minmax_element(routing.group_list.begin(), routing.group_list.end());
   std::printf("shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
-              "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s\n",
+              "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s%s\n",
               s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, o.even_routing ? "even" : "random", *min_rows,
-              *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "");
+              *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "",
+              o.weight_nk ? ", weight a [G, N, K] buffer" : "");
   std::printf("A %s (moegrad %s), %d thread(s)\nB %s (moegrad %s), %d thread(s)%s\n", a.path.c_str(),
               a.version(), o.threads, b.path.c_str(), b.version(), o.threads_b,
               o.fast_bf16_b && !o.fast_bf16 ? ", fast bf16" : "");

@@ -3,6 +3,13 @@
 #include <algorithm>
 
 namespace moegrad::driver {
+
+namespace {
+// Reduction steps packed across all of a block's B micro-panels per sweep
+// (even: the fast bf16 mode packs them in pairs).
+constexpr size_t kBRowsPerSweep = 16;
+}  // namespace
+
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
                       size_t ldc, PackScratch* scratch, int64_t b_key, const kernels::PrefetchRows* dest_rows) {
@@ -27,9 +34,20 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
     const size_t n0 = static_cast<size_t>(p0) + pc;
     // B panel: cols columns, [kc][NR] per micro-panel.
     if (!(single_block && b_key >= 0 && scratch->b_key == b_key)) {
-      for (size_t jr = 0; jr < cols; jr += k.nr)
-        k.pack_b[dt](b.data, b.outer_stride, b.reduce_stride, j0 + jr, std::min(k.nr, cols - jr), n0, kc,
-                     scratch->b_pack + (jr / k.nr) * kc * k.nr);
+      // B contiguous along its outer dimension (grad-x's weight as a [G, N,
+      // K] buffer viewed transposed; the forward's weight; the weight
+      // grad's grad_y): each reduction step is a run of `cols` elements,
+      // the runs a whole row apart. Panel by panel, each panel would read a
+      // short piece of each of kc rows; a few steps at a time across all
+      // panels reads each run in one sweep instead (grad-x with a [G, N, K]
+      // weight, packed engine, two builds alternating call by call:
+      // fine-grained 0.93x the time with one thread, 0.92x with two; zmoe
+      // 0.94x).
+      const size_t p_step = b.outer_stride == 1 && b.reduce_stride != 1 ? kBRowsPerSweep : kc;
+      for (size_t pp = 0; pp < kc; pp += p_step)
+        for (size_t jr = 0; jr < cols; jr += k.nr)
+          k.pack_b[dt](b.data, b.outer_stride, b.reduce_stride, j0 + jr, std::min(k.nr, cols - jr), n0 + pp,
+                       std::min(p_step, kc - pp), scratch->b_pack + (jr / k.nr) * kc * k.nr + pp / k.per_word * k.nr);
       scratch->b_key = single_block ? b_key : -1;
     }
     if (rows_a == nullptr) {

@@ -185,6 +185,9 @@ struct GemmKernels {
   AddRowFn start_row;
   const RowvecKernels* rowvec;  // nullptr where the ISA has no row-vector engine
   const RowsAKernels* rows_a;   // nullptr where A is always transposed
+  // Reduction elements per packed row of A and B: 1, or 2 for the fast
+  // bf16 mode's pairs (a row of B then holds pair p/2 of each column).
+  size_t per_word = 1;
 };
 
 // Floats of packed A for `rows` rows and reduction block kc, in either layout.

@@ -113,7 +113,7 @@ constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs_stri
 constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs};
 constinit const GemmKernels kPairKernels = {
     MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16, kPackAPairs, kPackBPairs,
-    avx512::f32_add_row__avx512f, avx512::f32_start_row__avx512f, &kPairRowvecKernels, &kPairRowsAKernels,
+    avx512::f32_add_row__avx512f, avx512::f32_start_row__avx512f, &kPairRowvecKernels, &kPairRowsAKernels, 2,
 };
 
 }  // namespace

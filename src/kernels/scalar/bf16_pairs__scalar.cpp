@@ -57,7 +57,7 @@ constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs_stri
 
 constinit const GemmKernels kPairKernels = {
     MOEGRAD_ISA_SCALAR, kMR, kNR, bf16_gemm_ukernel_4x8__scalar, kPackAPairs, kPackBPairs, f32_add_row__scalar,
-    f32_start_row__scalar, nullptr, nullptr,
+    f32_start_row__scalar, nullptr, nullptr, 2,
 };
 
 }  // namespace

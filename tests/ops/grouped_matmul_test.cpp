@@ -37,7 +37,8 @@ struct GemmCase {
   std::string describe() const {
     std::ostringstream os;
     os << "M=" << M() << " K=" << K << " N=" << N << " G=" << G() << " dtype=" << dtype_name(dtype)
-       << " out=" << dtype_name(out_dtype()) << (fill == Fill::kSmallInt ? " small-int" : fill == Fill::kUniform ? " uniform" : " non-finite")
+       << " out=" << dtype_name(out_dtype())
+       << (fill == Fill::kSmallInt ? " small-int" : fill == Fill::kUniform ? " uniform" : " non-finite")
        << (weight_nk ? " weight[G,N,K]^T" : "") << (x_colmajor ? " x-colmajor" : "")
        << (out_padded ? " out-strided" : "") << (cumsum ? " cumsum" : "") << " gl=" << index_dtype_name(gl_dtype);
     return os.str();

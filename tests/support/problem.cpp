@@ -74,7 +74,8 @@ class ValueSource {
         if (pick == 0) return pack(layout_, negative, max_exp, x | 1u);  // NaN: a nonzero payload
         if (pick == 1) return pack(layout_, negative, max_exp, 0);       // infinity
         if (pick <= 3) return pack(layout_, negative, 0, 0);             // signed zero
-        return pack(layout_, negative, static_cast<uint32_t>(layout_.bias - 4) + static_cast<uint32_t>((x >> 48) % 5), x);
+        const auto e = static_cast<uint32_t>(layout_.bias - 4) + static_cast<uint32_t>((x >> 48) % 5);
+        return pack(layout_, negative, e, x);
       }
       case Values::kTiny: {
         const uint64_t x = rng_();

@@ -53,7 +53,7 @@ void BM_ukernel(benchmark::State& state) {
   Buffer c = make_buffer(k->mr * k->nr, 0.0f);
   size_t i = 0;
   for (auto _ : state) {
-    k->ukernel(kc, a.get() + (i++ % panels) * kc * k->mr, b.get(), c.get(), k->nr, k->mr, k->nr, false);
+    k->ukernel(kc, a.get() + (i++ % panels) * kc * k->mr, b.get(), c.get(), k->nr, k->mr, k->nr, false, false);
     benchmark::DoNotOptimize(c.get());
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),
@@ -203,7 +203,7 @@ void BM_rows_a_ukernel(benchmark::State& state) {
   Buffer c = make_buffer(k->mr * k->nr, 0.0f);
   size_t i = 0;
   for (auto _ : state) {
-    k->rows_a->ukernel(kc, a.get() + (i++ % panels) * a_panel, b.get(), c.get(), k->nr, k->mr, k->nr, false, {});
+    k->rows_a->ukernel(kc, a.get() + (i++ % panels) * a_panel, b.get(), c.get(), k->nr, k->mr, k->nr, false, false, {});
     benchmark::DoNotOptimize(c.get());
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),

@@ -56,6 +56,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
         k.pack_a[dt](a.data, a.outer_stride, a.reduce_stride, rows + ir, std::min(k.mr, count - ir), n0, kc,
                      scratch->a_pack + (ir / k.mr) * a_panel);
     }
+    const bool canonical_nans = blk.canonical_nans && pc + kc >= total;
     // The B micro-panel stays in L1 while A micro-panels stream past it.
     for (size_t jr = 0; jr < cols; jr += k.nr) {
       const float* bp = scratch->b_pack + (jr / k.nr) * kc * k.nr;
@@ -63,7 +64,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
         float* ap = scratch->a_pack + (ir / k.mr) * a_panel;
         if (rows_a == nullptr) {
           k.ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),
-                    pc > 0);
+                    pc > 0, canonical_nans);
           continue;
         }
         // Copied rows: each micro-panel is copied on first use, and the
@@ -84,7 +85,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
           next.count = std::min(k.mr, count - ir);
         }
         rows_a->ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),
-                        pc > 0, next);
+                        pc > 0, canonical_nans, next);
       }
     }
   }

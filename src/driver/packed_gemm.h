@@ -34,6 +34,10 @@ struct GemmBlocking {
   const kernels::GemmKernels* kernels;
   DType dtype;
   size_t kc;  // reduction block
+  // c is an output no later step stores again (a layer operator's direct
+  // tile): each micro-tile's NaNs are made the canonical NaN
+  // (common/canonical_nan.h) as soon as its last block is stored.
+  bool canonical_nans = false;
 };
 
 // c[r, j] = sum_{p in [p0, p0 + len)} A[rows[r], p] * B[j0 + j, p] for

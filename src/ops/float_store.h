@@ -46,13 +46,6 @@ inline void add_row_strided(float* dst, int64_t stride, const float* src, size_t
   }
 }
 
-// The same rule over an f32 tile that the GEMM wrote straight into an
-// output (rows x n, leading dimension ld), after its last reduction block.
-inline void canonicalize_nans(float* c, size_t ld, size_t rows, size_t n) {
-  for (size_t r = 0; r < rows; ++r)
-    for (size_t j = 0; j < n; ++j) c[r * ld + j] = canonical_nan(c[r * ld + j]);
-}
-
 // The address of element `offset` of a buffer of t.
 inline void* element_at(void* base, DType t, int64_t offset) {
   return static_cast<std::byte*>(base) + offset * dtype_bytes(t);

@@ -82,14 +82,14 @@ void GroupedMatmulOp::run_tile(std::byte* base, const int64_t* group_start, cons
 
   WorkerScratch ws = worker_scratch(base, slots_, worker);
   for (size_t r = 0; r < count; ++r) ws.rows[r] = static_cast<int32_t>(i0 + static_cast<int64_t>(r));
-  const driver::GemmBlocking blk{kernels_, dtype_, blk_.kc};
+  // A direct tile is the output's last store: the kernel makes its NaNs canonical.
+  const driver::GemmBlocking blk{kernels_, dtype_, blk_.kc, direct_};
   const driver::GemmOperand a{x_, x_row_, x_col_};
   const driver::GemmOperand b{element_at(w_, dtype_, g * w_g_), w_n_, w_k_};
   const int64_t y_off = i0 * y_row_ + static_cast<int64_t>(n0) * y_col_;
   if (direct_) {
     float* y = static_cast<float*>(y_) + y_off;
     driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, y, static_cast<size_t>(y_row_), &ws.pack, -1);
-    canonicalize_nans(y, static_cast<size_t>(y_row_), count, nn);
     return;
   }
   driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, ws.c_tile, blk_.nc, &ws.pack, -1);

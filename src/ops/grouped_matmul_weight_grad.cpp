@@ -82,7 +82,8 @@ void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_s
 
   WorkerScratch ws = worker_scratch(base, slots_, worker);
   for (size_t r = 0; r < kn; ++r) ws.rows[r] = static_cast<int32_t>(k0 + r);
-  const driver::GemmBlocking blk{kernels_, dtype_, blk_.kc};
+  // A direct tile is the output's last store: the kernel makes its NaNs canonical.
+  const driver::GemmBlocking blk{kernels_, dtype_, blk_.kc, direct_};
   const driver::GemmOperand a{x_, x_col_, x_row_};
   const driver::GemmOperand b{gy_, gy_col_, gy_row_};
   const int64_t p0 = group_start[g], len = group_start[g + 1] - p0;  // len 0: exact zeros
@@ -90,7 +91,6 @@ void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_s
   if (direct_) {
     float* gw = static_cast<float*>(gw_) + dst;
     driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, gw, static_cast<size_t>(gw_k_), &ws.pack, -1);
-    canonicalize_nans(gw, static_cast<size_t>(gw_k_), kn, nn);
     return;
   }
   driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, ws.c_tile, blk_.nc, &ws.pack, -1);

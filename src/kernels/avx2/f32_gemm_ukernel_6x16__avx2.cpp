@@ -1,5 +1,6 @@
 #include <immintrin.h>
 
+#include "kernels/avx2/canonical_nan__avx2.h"
 #include "kernels/avx2/kernels__avx2.h"
 #include "kernels/avx2/prefetch__avx2.h"
 #include "kernels/avx2/widen__avx2.h"
@@ -15,7 +16,7 @@ namespace {
 template <size_t kPStep, size_t kRStep, class Prefetcher>
 __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, const float* b_packed, float* c,
                                                      size_t ldc, size_t mr, size_t nr, bool accumulate,
-                                                     Prefetcher next) {
+                                                     bool canonical_nans, Prefetcher next) {
   const __m256i m0 = lane_mask(nr);
   const __m256i m1 = lane_mask(nr > 8 ? nr - 8 : 0);
   __m256 acc0[kMR], acc1[kMR];
@@ -46,6 +47,13 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
     a += kPStep;
     b_packed += kNR;
   }
+  if (canonical_nans) {
+#pragma GCC unroll 6
+    for (size_t r = 0; r < kMR; ++r) {
+      acc0[r] = canonical_nan(acc0[r]);
+      acc1[r] = canonical_nan(acc1[r]);
+    }
+  }
 #pragma GCC unroll 6
   for (size_t r = 0; r < kMR; ++r) {
     if (r < mr) {
@@ -58,13 +66,14 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
 }  // namespace
 
 void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                 size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, NoPrefetch{});
+                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
+  tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
 }
 
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
-                                        size_t mr, size_t nr, bool accumulate, const PrefetchRows& prefetch) {
-  tile_6x16<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
+                                        size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                        const PrefetchRows& prefetch) {
+  tile_6x16<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
 }
 
 }  // namespace moegrad::kernels::avx2

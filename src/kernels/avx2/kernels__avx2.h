@@ -10,7 +10,7 @@ inline constexpr size_t kMR = 6;
 inline constexpr size_t kNR = 16;
 
 void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                 size_t ldc, size_t mr, size_t nr, bool accumulate);
+                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans);
 extern const PackAFn pack_a_6__avx2[kNumDTypes];
 extern const PackBFn pack_b_16__avx2[kNumDTypes];
 void f32_add_row__avx2(float* dst, const float* src, size_t n);
@@ -34,7 +34,8 @@ void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, 
 // The packed engine's tile with A as 6 copied rows, [kMR][kRowsALd].
 inline constexpr size_t kRowsALd = kStripLd;
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
-                                        size_t mr, size_t nr, bool accumulate, const PrefetchRows& prefetch);
+                                        size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                        const PrefetchRows& prefetch);
 extern const PackGatheredRowsFn pack_a_rows_6__avx2[kNumDTypes];
 
 }  // namespace moegrad::kernels::avx2

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 
+#include "kernels/avx512/canonical_nan__avx512f.h"
+
 namespace moegrad::kernels::avx512 {
 namespace {
 
@@ -40,7 +42,15 @@ struct CTile {
     }
   }
 
-  __attribute__((always_inline)) void store(float* c, size_t ldc, size_t mr) const {
+  // canonical_nans: every NaN as the canonical one (GemmUkernelFn).
+  __attribute__((always_inline)) void store(float* c, size_t ldc, size_t mr, bool canonical_nans) {
+    if (canonical_nans) {
+#pragma GCC unroll 16
+      for (size_t r = 0; r < MR; ++r) {
+        lo[r] = canonical_nan(lo[r]);
+        hi[r] = canonical_nan(hi[r]);
+      }
+    }
 #pragma GCC unroll 16
     for (size_t r = 0; r < MR; ++r) {
       if (r < mr) {

@@ -16,7 +16,7 @@ namespace {
 template <size_t kPStep, size_t kRStep, class Prefetcher>
 __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a, const float* b_packed, float* c,
                                                       size_t ldc, size_t mr, size_t nr, bool accumulate,
-                                                      Prefetcher next) {
+                                                      bool canonical_nans, Prefetcher next) {
   CTile<kMR> t(c, ldc, mr, nr, accumulate);
   for (size_t p = 0; p < kc; ++p) {
     next.step();
@@ -31,20 +31,21 @@ __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a,
     a += kPStep;
     b_packed += kNR;
   }
-  t.store(c, ldc, mr);
+  t.store(c, ldc, mr, canonical_nans);
 }
 
 }  // namespace
 
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
-                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, NoPrefetch{});
+                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                     bool canonical_nans) {
+  tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
 }
 
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
-                                            size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                            size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                             const PrefetchRows& prefetch) {
-  tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, RowsPrefetcher(prefetch));
+  tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
 }
 
 }  // namespace moegrad::kernels::avx512

@@ -10,11 +10,11 @@ inline constexpr size_t kMR = 14;
 inline constexpr size_t kNR = 32;
 
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
-                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate);
+                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans);
 extern const PackAFn pack_a_14__avx512f[kNumDTypes];
 // The same tile with A as 14 copied rows, [kMR][kRowsALd].
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
-                                            size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                            size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                             const PrefetchRows& prefetch);
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);

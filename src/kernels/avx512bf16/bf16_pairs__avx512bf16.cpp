@@ -67,7 +67,7 @@ void pack_a_pair_rows(const void* src, int64_t row_stride, const int32_t* rows, 
 template <size_t kMStep, size_t kRStep, class Prefetcher>
 __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const float* a_words, const float* b_packed,
                                                            float* c, size_t ldc, size_t mr, size_t nr,
-                                                           bool accumulate, Prefetcher next) {
+                                                           bool accumulate, bool canonical_nans, Prefetcher next) {
   avx512::CTile<kMR> t(c, ldc, mr, nr, accumulate);
   const auto* a = reinterpret_cast<const int32_t*>(a_words);
   for (size_t m = 0; m < (kc + 1) / 2; ++m) {
@@ -83,18 +83,19 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
     a += kMStep;
     b_packed += kNR;
   }
-  t.store(c, ldc, mr);
+  t.store(c, ldc, mr, canonical_nans);
 }
 
 void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                         size_t ldc, size_t mr, size_t nr, bool accumulate) {
-  pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, avx512::NoPrefetch{});
+                                         size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
+  pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, avx512::NoPrefetch{});
 }
 
 void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, const float* b_packed, float* c,
-                                                size_t ldc, size_t mr, size_t nr, bool accumulate,
+                                                size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                                 const PrefetchRows& prefetch) {
-  pair_tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, avx512::RowsPrefetcher(prefetch));
+  pair_tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans,
+                               avx512::RowsPrefetcher(prefetch));
 }
 
 // Copying rather than transposing grad_y rows, each micro-panel on first

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/canonical_nan.h"
 #include "kernels/scalar/kernels__scalar.h"
 
 namespace moegrad::kernels::scalar {
@@ -36,7 +37,7 @@ float dot_pair(uint32_t a, uint32_t b, float acc) {
 #include "kernels/pack_pairs_strided.inc"
 
 void bf16_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float* b_packed, float* c, size_t ldc,
-                                   size_t mr, size_t nr, bool accumulate) {
+                                   size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
   float acc[kMR][kNR] = {};
   if (accumulate) {
     for (size_t r = 0; r < mr; ++r)
@@ -48,7 +49,7 @@ void bf16_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float
     for (size_t r = 0; r < kMR; ++r)
       for (size_t j = 0; j < kNR; ++j) acc[r][j] = dot_pair(a[m * kMR + r], b[m * kNR + j], acc[r][j]);
   for (size_t r = 0; r < mr; ++r)
-    for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = acc[r][j];
+    for (size_t j = 0; j < nr; ++j) c[r * ldc + j] = canonical_nans ? canonical_nan(acc[r][j]) : acc[r][j];
 }
 
 // Only bf16 runs in pairs.

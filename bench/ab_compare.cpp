@@ -12,8 +12,12 @@
 //
 // Every speed-up keeps SPEC §5's order, so the two builds' grad_x must match
 // bit for bit: checked after the timing; a difference is exit status 3.
+// --op times one of the layer operators instead, whose outputs must match
+// the same way (the layer's forward and weight grad have no other timing:
+// `moegrad bench` times grad-x).
 #include <dlfcn.h>
 #include <moegrad/moegrad.h>
+#include <moegrad/moegrad_layer.h>
 
 #include <algorithm>
 #include <chrono>
@@ -45,10 +49,15 @@ using moegrad::bench::UsageError;
 using moegrad::cli::AlignedBuffer;
 using moegrad::cli::FloatFormat;
 
+// The random stream of the layer operators' x (random_data.h numbers
+// grad_y's and the weight's).
+constexpr uint64_t kXStream = 3;
+
 const char kHelp[] =
     "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
     "                  [--threads N] [--threads-b N] [--fast-bf16] [--fast-bf16-b]\n"
     "                  [--routing random|even] [--weight-layout kn|nk] [--rounds R]\n"
+    "                  [--op grad-x|forward|weight-grad]\n"
     "\n"
     "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
     "process: both plan the same problem over the same inputs, each round runs A and B\n"
@@ -73,7 +82,13 @@ const char kHelp[] =
     "  --weight-layout L  kn: weight [G, K, N] contiguous (default); nk: a [G, N, K]\n"
     "                 buffer viewed as [G, K, N] (stacked nn.Linear weights), which\n"
     "                 the row-vector engine does not take\n"
-    "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n";
+    "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n"
+    "  --op OP        grad-x: moegrad_grad_x (default); forward: moegrad_grouped_matmul,\n"
+    "                 y [M, N] = x [M, K] @ weight per expert; weight-grad:\n"
+    "                 moegrad_grouped_matmul_weight_grad, grad_weight [G, K, N] = x^T @\n"
+    "                 grad_y per expert. x is random in [-1, 1], rows grouped as the\n"
+    "                 routing's; outputs f32 (weight-grad: no --weight-layout; both:\n"
+    "                 no --fast-bf16, which only grad-x takes)\n";
 
 // The C API of one build, resolved from its handle.
 struct Library {
@@ -88,6 +103,11 @@ struct Library {
   decltype(&moegrad_grad_x_get_workspace_size) get_workspace_size = nullptr;
   decltype(&moegrad_grad_x) grad_x = nullptr;
   decltype(&moegrad_executor_destroy) executor_destroy = nullptr;
+  decltype(&moegrad_grouped_matmul_get_workspace_size) forward_workspace_size = nullptr;
+  decltype(&moegrad_grouped_matmul) forward = nullptr;
+  decltype(&moegrad_grouped_matmul_weight_grad_get_workspace_size) weight_grad_workspace_size = nullptr;
+  decltype(&moegrad_grouped_matmul_weight_grad) weight_grad = nullptr;
+  decltype(&moegrad_op_executor_destroy) op_executor_destroy = nullptr;
 };
 
 template <class Fn>
@@ -112,59 +132,103 @@ Library load(const std::string& path) {
   resolve(lib, "moegrad_grad_x_get_workspace_size", &lib.get_workspace_size);
   resolve(lib, "moegrad_grad_x", &lib.grad_x);
   resolve(lib, "moegrad_executor_destroy", &lib.executor_destroy);
+  resolve(lib, "moegrad_grouped_matmul_get_workspace_size", &lib.forward_workspace_size);
+  resolve(lib, "moegrad_grouped_matmul", &lib.forward);
+  resolve(lib, "moegrad_grouped_matmul_weight_grad_get_workspace_size", &lib.weight_grad_workspace_size);
+  resolve(lib, "moegrad_grouped_matmul_weight_grad", &lib.weight_grad);
+  resolve(lib, "moegrad_op_executor_destroy", &lib.op_executor_destroy);
   return lib;
 }
 
-// One build's runs: its context, workspace and grad_x. An executor runs
+enum class Op { kGradX, kForward, kWeightGrad };
+
+// What one call computes: its arguments, with the f32 output's DLTensor
+// (shape and strides) that each build points at its own buffer.
+struct Call {
+  Op op = Op::kGradX;
+  moegrad_grad_x_args grad_x{};
+  moegrad_grouped_matmul_args forward{};
+  moegrad_grouped_matmul_weight_grad_args weight_grad{};
+  DLTensor out{};
+  const char* out_name = "grad_x";
+
+  size_t out_elements() const {
+    size_t n = 1;
+    for (int d = 0; d < out.ndim; ++d) n *= static_cast<size_t>(out.shape[d]);
+    return n;
+  }
+};
+
+// One build's runs: its context, workspace and output. An executor runs
 // once, so every call plans again; only the run is timed, as `moegrad
 // bench` times the fused path.
 class BuildRuns {
  public:
-  BuildRuns(const Library& lib, const moegrad_grad_x_args& args, const DLTensor& grad_x_template, int threads,
-            bool fast)
-      : lib_(lib), args_(args), grad_x_t_(grad_x_template) {
-    const auto B = static_cast<size_t>(grad_x_t_.shape[0]), K = static_cast<size_t>(grad_x_t_.shape[1]);
-    grad_x_ = AlignedBuffer(B * K * sizeof(float), "grad_x");
-    std::fill_n(grad_x_.as<float>(), B * K, std::numeric_limits<float>::quiet_NaN());
-    grad_x_t_.data = grad_x_.data();
-    args_.grad_x = &grad_x_t_;
+  BuildRuns(const Library& lib, const Call& call, int threads, bool fast) : lib_(lib), call_(call) {
+    const size_t n = call_.out_elements();
+    out_ = AlignedBuffer(n * sizeof(float), call_.out_name);
+    std::fill_n(out_.as<float>(), n, std::numeric_limits<float>::quiet_NaN());
+    call_.out.data = out_.data();
+    call_.grad_x.grad_x = &call_.out;
+    call_.forward.y = &call_.out;
+    call_.weight_grad.grad_weight = &call_.out;
     check(lib_.context_create(&ctx_), "moegrad_context_create");
     check(lib_.set_num_threads(ctx_, threads), "moegrad_context_set_num_threads");
     if (fast) check(lib_.set_fast_bf16(ctx_, 1), "moegrad_context_set_fast_bf16");
   }
   ~BuildRuns() {
-    if (executor_ != nullptr) lib_.executor_destroy(executor_);
+    destroy_executors();
     if (ctx_ != nullptr) lib_.context_destroy(ctx_);
   }
   BuildRuns(const BuildRuns&) = delete;
   BuildRuns& operator=(const BuildRuns&) = delete;
 
-  // Plans, then returns the milliseconds of the moegrad_grad_x call.
+  // Plans, then returns the milliseconds of the run call.
   double timed_call() {
     size_t bytes = 0;
-    check(lib_.get_workspace_size(&args_, ctx_, &bytes, &executor_), "moegrad_grad_x_get_workspace_size");
+    switch (call_.op) {
+      case Op::kGradX:
+        check(lib_.get_workspace_size(&call_.grad_x, ctx_, &bytes, &executor_), "moegrad_grad_x_get_workspace_size");
+        break;
+      case Op::kForward:
+        check(lib_.forward_workspace_size(&call_.forward, ctx_, &bytes, &op_executor_),
+              "moegrad_grouped_matmul_get_workspace_size");
+        break;
+      case Op::kWeightGrad:
+        check(lib_.weight_grad_workspace_size(&call_.weight_grad, ctx_, &bytes, &op_executor_),
+              "moegrad_grouped_matmul_weight_grad_get_workspace_size");
+        break;
+    }
     if (workspace_.size() < bytes) workspace_ = AlignedBuffer(bytes, "workspace");
     const auto t0 = std::chrono::steady_clock::now();
-    const moegrad_status s = lib_.grad_x(workspace_.data(), bytes, executor_, ctx_);
+    void* const ws = workspace_.data();
+    const moegrad_status s = call_.op == Op::kGradX     ? lib_.grad_x(ws, bytes, executor_, ctx_)
+                             : call_.op == Op::kForward ? lib_.forward(ws, bytes, op_executor_, ctx_)
+                                                        : lib_.weight_grad(ws, bytes, op_executor_, ctx_);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    lib_.executor_destroy(executor_);
-    executor_ = nullptr;
-    check(s, "moegrad_grad_x");
+    destroy_executors();
+    check(s, "the run");
     return ms;
   }
-  const float* grad_x() const { return grad_x_.as<float>(); }
+  const float* output() const { return out_.as<float>(); }
 
  private:
   void check(moegrad_status s, const char* what) const {
     if (s != MOEGRAD_STATUS_SUCCESS) throw std::runtime_error(lib_.path + ": " + what + ": " + lib_.last_error());
   }
+  void destroy_executors() {
+    if (executor_ != nullptr) lib_.executor_destroy(executor_);
+    if (op_executor_ != nullptr) lib_.op_executor_destroy(op_executor_);
+    executor_ = nullptr;
+    op_executor_ = nullptr;
+  }
 
   const Library& lib_;
-  moegrad_grad_x_args args_;
-  DLTensor grad_x_t_;
-  AlignedBuffer grad_x_, workspace_;
+  Call call_;
+  AlignedBuffer out_, workspace_;
   moegrad_context* ctx_ = nullptr;
   moegrad_executor* executor_ = nullptr;
+  moegrad_op_executor* op_executor_ = nullptr;
 };
 
 // A count in [1, hi], read as `moegrad bench` reads its own.
@@ -187,6 +251,7 @@ struct Options {
   bool even_routing = false;
   bool weight_nk = false;  // a [G, N, K] buffer viewed as [G, K, N]
   int rounds = 21;
+  Op op = Op::kGradX;
 };
 
 Options parse_options(int argc, char** argv) {
@@ -222,6 +287,17 @@ Options parse_options(int argc, char** argv) {
       const std::string_view r = value();
       if (r != "random" && r != "even") throw UsageError("--routing: random or even, not '" + std::string(r) + "'");
       o.even_routing = r == "even";
+    } else if (a == "--op") {
+      const std::string_view v = value();
+      if (v == "grad-x") {
+        o.op = Op::kGradX;
+      } else if (v == "forward") {
+        o.op = Op::kForward;
+      } else if (v == "weight-grad") {
+        o.op = Op::kWeightGrad;
+      } else {
+        throw UsageError("--op: grad-x, forward or weight-grad, not '" + std::string(v) + "'");
+      }
     } else if (a == "--weight-layout") {
       const std::string_view l = value();
       if (l != "kn" && l != "nk") throw UsageError("--weight-layout: kn or nk, not '" + std::string(l) + "'");
@@ -235,6 +311,9 @@ Options parse_options(int argc, char** argv) {
   if (pos.size() != 2) throw UsageError("two libraries are needed: LIB_A LIB_B");
   if ((o.fast_bf16 || o.fast_bf16_b) && o.format != FloatFormat::kBF16)
     throw UsageError("--fast-bf16 and --fast-bf16-b need --dtype bf16");
+  if ((o.fast_bf16 || o.fast_bf16_b) && o.op != Op::kGradX)
+    throw UsageError("--fast-bf16 and --fast-bf16-b are grad-x's only: the layer operators keep the exact order");
+  if (o.weight_nk && o.op == Op::kWeightGrad) throw UsageError("--weight-layout: weight-grad reads no weight");
   if (o.fast_bf16) o.fast_bf16_b = true;
   if (o.threads_b == 0) o.threads_b = o.threads;
   o.lib_a = pos[0];
@@ -264,15 +343,24 @@ int run(const Options& o) {
   const auto M = static_cast<uint64_t>(s.m()), N = static_cast<uint64_t>(s.n), K = static_cast<uint64_t>(s.k),
              G = static_cast<uint64_t>(s.experts);
   const auto esize = static_cast<uint64_t>(moegrad::cli::format_bytes(o.format));
-  AlignedBuffer grad_y(M * N * esize, "grad_y"), weight(G * K * N * esize, "weight");
-  // The inputs `moegrad bench` times.
-  moegrad::cli::fill_uniform(grad_y.data(), o.format, M * N, moegrad::cli::kDefaultSeed, moegrad::cli::kGradYStream);
-  moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, moegrad::cli::kDefaultSeed,
-                             moegrad::cli::kWeightStream);
+  // The inputs `moegrad bench` times; x (the layer operators' expanded_x)
+  // from a stream of its own. Only the inputs of the op are made.
+  const bool needs_weight = o.op != Op::kWeightGrad, needs_grad_y = o.op != Op::kForward,
+             needs_x = o.op != Op::kGradX;
+  AlignedBuffer grad_y(needs_grad_y ? M * N * esize : 0, "grad_y"),
+      weight(needs_weight ? G * K * N * esize : 0, "weight"), x(needs_x ? M * K * esize : 0, "x");
+  if (needs_grad_y)
+    moegrad::cli::fill_uniform(grad_y.data(), o.format, M * N, moegrad::cli::kDefaultSeed,
+                               moegrad::cli::kGradYStream);
+  if (needs_weight)
+    moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, moegrad::cli::kDefaultSeed,
+                               moegrad::cli::kWeightStream);
+  if (needs_x) moegrad::cli::fill_uniform(x.data(), o.format, M * K, moegrad::cli::kDefaultSeed, kXStream);
   int64_t gy_shape[2] = {s.m(), s.n}, w_shape[3] = {s.experts, s.k, s.n}, idx_shape[1] = {s.m()},
-          gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k};
+          gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k}, x_shape[2] = {s.m(), s.k};
   const DLDataType dl = moegrad::cli::format_dl_dtype(o.format);
   const DLTensor gy_t = moegrad::cli::make_dl_tensor(grad_y.data(), dl, gy_shape, 2);
+  const DLTensor x_t = moegrad::cli::make_dl_tensor(x.data(), dl, x_shape, 2);
   DLTensor w_t = moegrad::cli::make_dl_tensor(weight.data(), dl, w_shape, 3);
   int64_t w_nk_strides[3] = {s.k * s.n, 1, s.k};
   if (o.weight_nk) w_t.strides = w_nk_strides;
@@ -280,14 +368,26 @@ int run(const Options& o) {
                                                       {kDLInt, 64, 1}, idx_shape, 1);
   const DLTensor gl_t = moegrad::cli::make_dl_tensor(const_cast<int64_t*>(routing.group_list.data()),
                                                      {kDLInt, 64, 1}, gl_shape, 1);
-  const DLTensor gx_t = moegrad::cli::make_dl_tensor(nullptr, {kDLFloat, 32, 1}, gx_shape, 2);
-  const moegrad_grad_x_args args{&gy_t, &w_t, &idx_t, &gl_t, nullptr, s.batch, s.top_k,
-                                 MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, MOEGRAD_GROUP_LIST_COUNT};
+  Call call;
+  call.op = o.op;
+  call.grad_x = {&gy_t, &w_t, &idx_t, &gl_t, nullptr, s.batch, s.top_k, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL,
+                 MOEGRAD_GROUP_LIST_COUNT};
+  call.forward = {&x_t, &w_t, &gl_t, nullptr, MOEGRAD_GROUP_LIST_COUNT};
+  call.weight_grad = {&x_t, &gy_t, &gl_t, nullptr, MOEGRAD_GROUP_LIST_COUNT, 0};
+  call.out = moegrad::cli::make_dl_tensor(nullptr, {kDLFloat, 32, 1},
+                                          o.op == Op::kGradX     ? gx_shape
+                                          : o.op == Op::kForward ? gy_shape
+                                                                 : w_shape,
+                                          o.op == Op::kWeightGrad ? 3 : 2);
+  call.out_name = o.op == Op::kGradX ? "grad_x" : o.op == Op::kForward ? "y" : "grad_weight";
 
-  BuildRuns run_a(a, args, gx_t, o.threads, o.fast_bf16), run_b(b, args, gx_t, o.threads_b, o.fast_bf16_b);
+  BuildRuns run_a(a, call, o.threads, o.fast_bf16), run_b(b, call, o.threads_b, o.fast_bf16_b);
   const auto [min_rows, max_rows] = std::minmax_element(routing.group_list.begin(), routing.group_list.end());
-  std::printf("shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
+  std::printf("%s, shape %s (batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
               "; %s routing, %" PRId64 "-%" PRId64 " rows per expert), %s%s%s\n",
+              o.op == Op::kGradX     ? "moegrad_grad_x"
+              : o.op == Op::kForward ? "moegrad_grouped_matmul"
+                                     : "moegrad_grouped_matmul_weight_grad",
               s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, o.even_routing ? "even" : "random", *min_rows,
               *max_rows, moegrad::cli::format_name(o.format), o.fast_bf16 ? " fast-bf16" : "",
               o.weight_nk ? ", weight a [G, N, K] buffer" : "");
@@ -325,15 +425,24 @@ int run(const Options& o) {
   std::printf("B/A time: median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n", sorted_quantile(ratio, 0.5),
               sorted_quantile(ratio, 0.25), sorted_quantile(ratio, 0.75), ratio.front(), ratio.back());
 
-  const size_t n = static_cast<size_t>(s.batch) * static_cast<size_t>(s.k);
-  const moegrad::bench::Diff diff = moegrad::bench::compare(run_b.grad_x(), run_a.grad_x(), n);
+  const size_t n = call.out_elements();
+  // The outputs start NaN-filled and random inputs in [-1, 1] give no NaN:
+  // one left means a call did not write it, and two such would compare equal.
+  for (const BuildRuns* r : {&run_a, &run_b}) {
+    const float* out = r->output();
+    if (std::any_of(out, out + n, [](float v) { return std::isnan(v); })) {
+      std::printf("%s: %s left elements unwritten (NaN)\n", call.out_name, r == &run_a ? "A" : "B");
+      return 1;
+    }
+  }
+  const moegrad::bench::Diff diff = moegrad::bench::compare(run_b.output(), run_a.output(), n);
   if (!diff.identical) {
-    std::printf("grad_x: %" PRIu64 " of %zu elements differ between A and B (largest difference %.3g of max "
-                "|grad_x| %.3g)\n",
-                diff.differing, n, diff.max_abs_diff, diff.max_abs_ref);
+    std::printf("%s: %" PRIu64 " of %zu elements differ between A and B (largest difference %.3g of max "
+                "|%s| %.3g)\n",
+                call.out_name, diff.differing, n, diff.max_abs_diff, call.out_name, diff.max_abs_ref);
     return 3;
   }
-  std::printf("grad_x: A and B bitwise identical\n");
+  std::printf("%s: A and B bitwise identical\n", call.out_name);
   return 0;
 }
 

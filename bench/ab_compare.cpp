@@ -59,12 +59,13 @@ const char kHelp[] =
     "                  [--routing random|even] [--weight-layout kn|nk] [--rounds R]\n"
     "                  [--op grad-x|forward|weight-grad]\n"
     "\n"
-    "Times moegrad_grad_x of two builds of libmoegrad.so (paths to the .so files) in one\n"
-    "process: both plan the same problem over the same inputs, each round runs A and B\n"
-    "back to back (which goes first alternates), and the median of the rounds' ratios\n"
-    "B/A is reported with its quartiles, min and max, beside each build's median time.\n"
-    "The two grad_x must be bitwise identical (exit status 3 if not). Give the same\n"
-    "library twice for the noise floor (an A/A run).\n"
+    "Times moegrad_grad_x (or another --op) of two builds of libmoegrad.so (paths to the\n"
+    ".so files) in one process: both plan the same problem over the same inputs, each\n"
+    "round runs A and B back to back (which goes first alternates), and the median of the\n"
+    "rounds' ratios B/A is reported with its quartiles, min and max, beside each build's\n"
+    "median time. The two outputs must be bitwise identical (exit status 3 if not; 1 if\n"
+    "a call left any of its output unwritten). Give the same library twice for the noise\n"
+    "floor (an A/A run).\n"
     "\n"
     "  --shape S      zmoe, large-token, fine-grained (as `moegrad bench`) or\n"
     "                 batch,top_k,G,K,N (default fine-grained)\n"
@@ -118,7 +119,7 @@ void resolve(const Library& lib, const char* name, Fn* fn) {
 
 // RTLD_LOCAL: each build's symbols stay its own, though both export the same
 // names. Two paths of one file give one handle: an A/A run.
-Library load(const std::string& path) {
+Library load(const std::string& path, bool layer_ops) {
   Library lib;
   lib.path = path;
   lib.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -132,6 +133,7 @@ Library load(const std::string& path) {
   resolve(lib, "moegrad_grad_x_get_workspace_size", &lib.get_workspace_size);
   resolve(lib, "moegrad_grad_x", &lib.grad_x);
   resolve(lib, "moegrad_executor_destroy", &lib.executor_destroy);
+  if (!layer_ops) return lib;  // a build older than the layer operators still loads
   resolve(lib, "moegrad_grouped_matmul_get_workspace_size", &lib.forward_workspace_size);
   resolve(lib, "moegrad_grouped_matmul", &lib.forward);
   resolve(lib, "moegrad_grouped_matmul_weight_grad_get_workspace_size", &lib.weight_grad_workspace_size);
@@ -335,7 +337,7 @@ moegrad::cli::Routing even_routing(const ShapeSpec& s) {
 }
 
 int run(const Options& o) {
-  const Library a = load(o.lib_a), b = load(o.lib_b);
+  const Library a = load(o.lib_a, o.op != Op::kGradX), b = load(o.lib_b, o.op != Op::kGradX);
   const ShapeSpec& s = o.shape;
   const moegrad::cli::Routing routing =
       o.even_routing ? even_routing(s) : moegrad::cli::make_routing(s.batch, s.top_k, s.experts, moegrad::cli::kDefaultSeed);

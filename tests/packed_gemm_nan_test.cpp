@@ -134,7 +134,7 @@ TEST(PackedGemmNan, CanonicalNansStoresEveryNanAsTheCanonicalOne) {
           out.assign(count * cols, std::bit_cast<float>(0x7fbadbadu));  // a NaN no path stores
           const GemmBlocking blk{&k, t.dtype, kc, canonical};
           moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), count, bo, 0, cols, 0, static_cast<int64_t>(len),
-                                            out.data(), cols, &scratch, -1);
+                                            out.data(), cols, &scratch, -1, -1);
         }
         size_t nans = 0, uncanonical_without = 0, finite = 0;
         for (size_t r = 0; r < count; ++r)

@@ -48,7 +48,7 @@ void grad_x_tile(const GradXProblem& p, const plan::GradXPlan& plan, int64_t g, 
   const GemmBlocking blk{plan.kernels, p.dtype, plan.kc};
   const GemmOperand a{p.grad_y, p.gy_row, p.gy_col};
   packed_gemm_tile(blk, a, rows, count, expert_weight(p, g), static_cast<size_t>(k0), static_cast<size_t>(kn), 0, p.N,
-                   c, ldc, scratch, g, dest_rows);
+                   c, ldc, scratch, -1, g, dest_rows);
 }
 
 // The same on the row-vector engine, transposed: ct[j*ldct + r], ldct =

@@ -12,7 +12,8 @@ constexpr size_t kBRowsPerSweep = 16;
 
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
-                      size_t ldc, PackScratch* scratch, int64_t b_key, const kernels::PrefetchRows* dest_rows) {
+                      size_t ldc, PackScratch* scratch, int64_t a_key, int64_t b_key,
+                      const kernels::PrefetchRows* dest_rows) {
   const kernels::GemmKernels& k = *blk.kernels;
   const int dt = static_cast<int>(blk.dtype);
   const size_t total = static_cast<size_t>(len);
@@ -50,11 +51,14 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
                        std::min(p_step, kc - pp), scratch->b_pack + (jr / k.nr) * kc * k.nr + pp / k.per_word * k.nr);
       scratch->b_key = single_block ? b_key : -1;
     }
-    if (rows_a == nullptr) {
+    if (rows_a != nullptr) {
+      scratch->a_key = -1;  // a_pack will hold copied rows
+    } else if (!(single_block && a_key >= 0 && scratch->a_key == a_key)) {
       // A panel: the gathered rows, [kc][MR] per micro-panel.
       for (size_t ir = 0; ir < count; ir += k.mr)
         k.pack_a[dt](a.data, a.outer_stride, a.reduce_stride, rows + ir, std::min(k.mr, count - ir), n0, kc,
                      scratch->a_pack + (ir / k.mr) * a_panel);
+      scratch->a_key = single_block ? a_key : -1;
     }
     const bool canonical_nans = blk.canonical_nans && pc + kc >= total;
     // The B micro-panel stays in L1 while A micro-panels stream past it.

@@ -25,8 +25,10 @@ struct GemmOperand {
 struct PackScratch {
   float* a_pack;  // >= kernels::a_pack_floats(rows, kc)
   float* b_pack;  // >= round_up(cols, NR) * kc floats
-  // Identifies the B panel b_pack holds when the whole reduction fits one kc
-  // block, so consecutive tiles with the same B skip repacking (-1: none).
+  // Identify the A block a_pack and the B panel b_pack hold when the whole
+  // reduction fits one kc block, so consecutive tiles with the same A or B
+  // skip repacking it (-1: none).
+  int64_t a_key = -1;
   int64_t b_key = -1;
 };
 
@@ -42,8 +44,11 @@ struct GemmBlocking {
 
 // c[r, j] = sum_{p in [p0, p0 + len)} A[rows[r], p] * B[j0 + j, p] for
 // r < count, j < cols, as one fp32 FMA chain per element in ascending p,
-// starting at +0.0 (SPEC §5). c has leading dimension ldc. b_key: a caller's
-// name for this B panel (>= 0 enables reuse across calls), or -1.
+// starting at +0.0 (SPEC §5). c has leading dimension ldc. a_key, b_key: a
+// caller's names for this A block (its rows and reduction range) and this B
+// panel (>= 0 enables reuse across calls with the same scratch), or -1. A is
+// reused only where it is packed transposed (a copied-rows A is copied
+// micro-panel by micro-panel as the kernel first reads it).
 // dest_rows: rows the caller will update with c's rows once the tile is done
 // (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
 // requested while the tile's last column pass runs (unless that is also the
@@ -51,7 +56,7 @@ struct GemmBlocking {
 // kernels only).
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
                       const GemmOperand& b, size_t j0, size_t cols, int64_t p0, int64_t len, float* c,
-                      size_t ldc, PackScratch* scratch, int64_t b_key,
+                      size_t ldc, PackScratch* scratch, int64_t a_key, int64_t b_key,
                       const kernels::PrefetchRows* dest_rows = nullptr);
 
 }  // namespace moegrad::driver

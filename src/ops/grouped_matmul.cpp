@@ -89,10 +89,11 @@ void GroupedMatmulOp::run_tile(std::byte* base, const int64_t* group_start, cons
   const int64_t y_off = i0 * y_row_ + static_cast<int64_t>(n0) * y_col_;
   if (direct_) {
     float* y = static_cast<float*>(y_) + y_off;
-    driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, y, static_cast<size_t>(y_row_), &ws.pack, -1);
+    driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, y, static_cast<size_t>(y_row_), &ws.pack, -1,
+                             -1);
     return;
   }
-  driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, ws.c_tile, blk_.nc, &ws.pack, -1);
+  driver::packed_gemm_tile(blk, a, ws.rows, count, b, n0, nn, 0, K_, ws.c_tile, blk_.nc, &ws.pack, -1, -1);
   for (size_t r = 0; r < count; ++r)
     store_row(out_dtype_, element_at(y_, out_dtype_, y_off + static_cast<int64_t>(r) * y_row_), y_col_,
               ws.c_tile + r * blk_.nc, nn);

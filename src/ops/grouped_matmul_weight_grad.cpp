@@ -64,6 +64,12 @@ moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weig
   blk_.kc = std::clamp<size_t>(static_cast<size_t>(M_), 1, 256);
   k_blocks_ = static_cast<int64_t>(ceil_div(static_cast<size_t>(K_), blk_.ms));
   n_blocks_ = static_cast<int64_t>(ceil_div(static_cast<size_t>(N_), blk_.nc));
+  // An item's n blocks share its packed x^T rows (run_item); they are split
+  // into runs only where experts x k blocks give fewer than 4 items a worker.
+  const int64_t want_runs = (4 * static_cast<int64_t>(workers_) + G_ * k_blocks_ - 1) / (G_ * k_blocks_);
+  const int64_t runs = std::clamp<int64_t>(want_runs, 1, n_blocks_);
+  n_per_run_ = (n_blocks_ + runs - 1) / runs;
+  n_runs_ = (n_blocks_ + n_per_run_ - 1) / n_per_run_;
   WorkspaceLayout layout;
   if (!layout.book(static_cast<size_t>(G_) + 1, sizeof(int64_t), 1, &group_start_) ||
       !book_gemm_worker_slots(&layout, k, blk_, workers_, !direct_, &slots_) || !layout.total(&workspace_bytes_))
@@ -72,13 +78,17 @@ moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weig
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-// Item = (expert g, k block, n block), n fastest.
-void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_start, int64_t item, int worker) const {
-  const int64_t per_expert = k_blocks_ * n_blocks_;
-  const int64_t g = item / per_expert, kb = item % per_expert / n_blocks_, nb = item % n_blocks_;
-  const size_t k0 = static_cast<size_t>(kb) * blk_.ms, n0 = static_cast<size_t>(nb) * blk_.nc;
+// Item = (expert g, k block, run of n blocks): its tiles along N in turn,
+// which share the expert's x^T rows k0..k0+kn, packed once (a_key) where
+// the expert's rows fit one reduction block, as they do at tens to hundreds
+// of rows per expert. With an item per tile, the transposing pack of x ran
+// once per n block: 8-9 % of perf's samples in the library at the
+// fine-grained and zmoe sizes (docs/performance-history.md has the A/B).
+void GroupedMatmulWeightGradOp::run_item(std::byte* base, const int64_t* group_start, int64_t item,
+                                         int worker) const {
+  const int64_t g = item / (k_blocks_ * n_runs_), kb = item / n_runs_ % k_blocks_, run = item % n_runs_;
+  const size_t k0 = static_cast<size_t>(kb) * blk_.ms;
   const size_t kn = std::min(blk_.ms, static_cast<size_t>(K_) - k0);
-  const size_t nn = std::min(blk_.nc, static_cast<size_t>(N_) - n0);
 
   WorkerScratch ws = worker_scratch(base, slots_, worker);
   for (size_t r = 0; r < kn; ++r) ws.rows[r] = static_cast<int32_t>(k0 + r);
@@ -87,22 +97,27 @@ void GroupedMatmulWeightGradOp::run_tile(std::byte* base, const int64_t* group_s
   const driver::GemmOperand a{x_, x_col_, x_row_};
   const driver::GemmOperand b{gy_, gy_col_, gy_row_};
   const int64_t p0 = group_start[g], len = group_start[g + 1] - p0;  // len 0: exact zeros
-  const int64_t dst = g * gw_g_ + static_cast<int64_t>(k0) * gw_k_ + static_cast<int64_t>(n0) * gw_n_;
-  if (direct_) {
-    float* gw = static_cast<float*>(gw_) + dst;
-    driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, gw, static_cast<size_t>(gw_k_), &ws.pack, -1);
-    return;
-  }
-  driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, ws.c_tile, blk_.nc, &ws.pack, -1);
-  for (size_t r = 0; r < kn; ++r) {
-    const float* c = ws.c_tile + r * blk_.nc;
-    const int64_t row = dst + static_cast<int64_t>(r) * gw_k_;
-    if (!accumulate_) {
-      store_row(out_dtype_, element_at(gw_, out_dtype_, row), gw_n_, c, nn);
-    } else if (gw_n_ == 1) {
-      kernels_->add_row(static_cast<float*>(gw_) + row, c, nn);
-    } else {
-      add_row_strided(static_cast<float*>(gw_) + row, gw_n_, c, nn);
+  for (int64_t nb = run * n_per_run_; nb < std::min(n_blocks_, (run + 1) * n_per_run_); ++nb) {
+    const size_t n0 = static_cast<size_t>(nb) * blk_.nc;
+    const size_t nn = std::min(blk_.nc, static_cast<size_t>(N_) - n0);
+    const int64_t dst = g * gw_g_ + static_cast<int64_t>(k0) * gw_k_ + static_cast<int64_t>(n0) * gw_n_;
+    if (direct_) {
+      float* gw = static_cast<float*>(gw_) + dst;
+      driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, gw, static_cast<size_t>(gw_k_), &ws.pack,
+                               item, -1);
+      continue;
+    }
+    driver::packed_gemm_tile(blk, a, ws.rows, kn, b, n0, nn, p0, len, ws.c_tile, blk_.nc, &ws.pack, item, -1);
+    for (size_t r = 0; r < kn; ++r) {
+      const float* c = ws.c_tile + r * blk_.nc;
+      const int64_t row = dst + static_cast<int64_t>(r) * gw_k_;
+      if (!accumulate_) {
+        store_row(out_dtype_, element_at(gw_, out_dtype_, row), gw_n_, c, nn);
+      } else if (gw_n_ == 1) {
+        kernels_->add_row(static_cast<float*>(gw_) + row, c, nn);
+      } else {
+        add_row_strided(static_cast<float*>(gw_) + row, gw_n_, c, nn);
+      }
     }
   }
 }
@@ -111,8 +126,8 @@ moegrad_status GroupedMatmulWeightGradOp::run(void* workspace, runtime::ThreadPo
   std::byte* base = aligned_base(workspace);
   int64_t* group_start = group_start_.at<int64_t>(base);
   if (auto s = driver::build_group_start(group_list_, group_list_type_, M_, "x", group_start)) return s;
-  runtime::parallel_items(pool, threads, G_ * k_blocks_ * n_blocks_,
-                         [&](int64_t item, int worker) { run_tile(base, group_start, item, worker); });
+  runtime::parallel_items(pool, threads, G_ * k_blocks_ * n_runs_,
+                         [&](int64_t item, int worker) { run_item(base, group_start, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;
 }
 

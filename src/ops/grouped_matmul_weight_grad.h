@@ -25,7 +25,7 @@ class GroupedMatmulWeightGradOp final : public Op {
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 
  private:
-  void run_tile(std::byte* base, const int64_t* group_start, int64_t item, int worker) const;
+  void run_item(std::byte* base, const int64_t* group_start, int64_t item, int worker) const;
 
   DType dtype_ = DType::kF32, out_dtype_ = DType::kF32;
   int64_t M_ = 0, K_ = 0, N_ = 0, G_ = 0;
@@ -43,6 +43,7 @@ class GroupedMatmulWeightGradOp final : public Op {
   const kernels::GemmKernels* kernels_ = nullptr;
   TileBlocking blk_;
   int64_t k_blocks_ = 0, n_blocks_ = 0;
+  int64_t n_runs_ = 1, n_per_run_ = 1;  // an item's n blocks: one of n_runs_ runs of n_per_run_
   BookedRegion group_start_;
   GemmWorkerSlots slots_;
 };

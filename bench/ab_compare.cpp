@@ -49,10 +49,6 @@ using moegrad::bench::UsageError;
 using moegrad::cli::AlignedBuffer;
 using moegrad::cli::FloatFormat;
 
-// The random stream of the layer operators' x (random_data.h numbers
-// grad_y's and the weight's).
-constexpr uint64_t kXStream = 3;
-
 const char kHelp[] =
     "Usage: ab_compare LIB_A LIB_B [--shape NAME|batch,top_k,G,K,N] [--dtype f32|f16|bf16]\n"
     "                  [--threads N] [--threads-b N] [--fast-bf16] [--fast-bf16-b]\n"
@@ -346,7 +342,7 @@ int run(const Options& o) {
              G = static_cast<uint64_t>(s.experts);
   const auto esize = static_cast<uint64_t>(moegrad::cli::format_bytes(o.format));
   // The inputs `moegrad bench` times; x (the layer operators' expanded_x)
-  // from a stream of its own. Only the inputs of the op are made.
+  // from a stream of its own (random_data.h). Only the inputs of the op are made.
   const bool needs_weight = o.op != Op::kWeightGrad, needs_grad_y = o.op != Op::kForward,
              needs_x = o.op != Op::kGradX;
   AlignedBuffer grad_y(needs_grad_y ? M * N * esize : 0, "grad_y"),
@@ -357,7 +353,8 @@ int run(const Options& o) {
   if (needs_weight)
     moegrad::cli::fill_uniform(weight.data(), o.format, G * K * N, moegrad::cli::kDefaultSeed,
                                moegrad::cli::kWeightStream);
-  if (needs_x) moegrad::cli::fill_uniform(x.data(), o.format, M * K, moegrad::cli::kDefaultSeed, kXStream);
+  if (needs_x) moegrad::cli::fill_uniform(x.data(), o.format, M * K, moegrad::cli::kDefaultSeed,
+                                        moegrad::cli::kExpandedXStream);
   int64_t gy_shape[2] = {s.m(), s.n}, w_shape[3] = {s.experts, s.k, s.n}, idx_shape[1] = {s.m()},
           gl_shape[1] = {s.experts}, gx_shape[2] = {s.batch, s.k}, x_shape[2] = {s.m(), s.k};
   const DLDataType dl = moegrad::cli::format_dl_dtype(o.format);

@@ -12,10 +12,12 @@ namespace moegrad::cli {
 
 // The inputs of `moegrad run`, `moegrad bench` and bench/ab_compare: grad_y
 // and weight are independent draws (streams) under one seed, 42 unless
-// `run --seed` says otherwise, so all of them measure the same data.
+// `run --seed` says otherwise, so all of them measure the same data; the
+// layer operators' x (ab_compare --op) is a third.
 inline constexpr uint64_t kDefaultSeed = 42;
 inline constexpr uint64_t kGradYStream = 1;
 inline constexpr uint64_t kWeightStream = 2;
+inline constexpr uint64_t kExpandedXStream = 3;
 
 // splitmix64's output function over a (seed, stream, index) counter.
 inline uint64_t random_u64(uint64_t seed, uint64_t stream, uint64_t index) {

@@ -37,8 +37,8 @@ struct GemmBlocking {
   DType dtype;
   size_t kc;  // reduction block
   // c is an output no later step stores again (a layer operator's direct
-  // tile): each micro-tile's NaNs are made the canonical NaN
-  // (common/canonical_nan.h) as soon as its last block is stored.
+  // tile): the micro-kernel stores each micro-tile's last reduction block
+  // with its NaNs made the canonical NaN (common/canonical_nan.h).
   bool canonical_nans = false;
 };
 

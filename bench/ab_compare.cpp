@@ -138,7 +138,7 @@ Library load(const std::string& path, bool layer_ops) {
   return lib;
 }
 
-enum class Op { kGradX, kForward, kWeightGrad };
+using Op = moegrad::bench::BenchOp;
 
 // What one call computes: its arguments, with the f32 output's DLTensor
 // (shape and strides) that each build points at its own buffer.
@@ -287,15 +287,9 @@ Options parse_options(int argc, char** argv) {
       o.even_routing = r == "even";
     } else if (a == "--op") {
       const std::string_view v = value();
-      if (v == "grad-x") {
-        o.op = Op::kGradX;
-      } else if (v == "forward") {
-        o.op = Op::kForward;
-      } else if (v == "weight-grad") {
-        o.op = Op::kWeightGrad;
-      } else {
-        throw UsageError("--op: grad-x, forward or weight-grad, not '" + std::string(v) + "'");
-      }
+      const std::optional<Op> op = moegrad::bench::op_from_name(v);
+      if (!op) throw UsageError("--op: grad-x, forward or weight-grad, not '" + std::string(v) + "'");
+      o.op = *op;
     } else if (a == "--weight-layout") {
       const std::string_view l = value();
       if (l != "kn" && l != "nk") throw UsageError("--weight-layout: kn or nk, not '" + std::string(l) + "'");

@@ -19,6 +19,7 @@
 #include "bench_runner.h"
 #include "cli_error.h"
 #include "fma_peak.h"
+#include "layer_op_runner.h"
 #include "onednn_nonfused.h"
 #include "runtime/cpu_model.h"
 #include "runtime/usable_cpus.h"
@@ -64,12 +65,15 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   if (machine.onednn.empty()) machine.onednn = "no oneDNN: " + OnednnNonfused::unavailable_reason();
 
   RunConfig config{options.dtypes, options.threads, options.reps, false, options.max_memory_bytes};
-  std::optional<std::string> fast_note;
-  if (std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
+  const bool grad_x = options.op == BenchOp::kGradX;
+  std::optional<std::string> fast_note;  // the fast bf16 mode is grad-x's
+  if (grad_x &&
+      std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
     fast_note = fast_bf16_unavailable_reason();
     config.fast_bf16 = !fast_note;
   }
-  const int total = static_cast<int>(options.threads.size() + options.shapes.size() * static_cast<size_t>(shape_steps(config)));
+  const int steps = grad_x ? shape_steps(config) : layer_op_shape_steps(config);
+  const int total = static_cast<int>(options.threads.size() + options.shapes.size() * static_cast<size_t>(steps));
   progress.emplace(total);
 
   // The FMA loop of each thread count: sized and run now, then in every
@@ -86,7 +90,8 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
 
   std::vector<ShapeReport> reports;
   for (const ShapeSpec& shape : options.shapes) {
-    reports.push_back(run_shape(shape, config, loop_ptrs, *progress));
+    reports.push_back(grad_x ? run_shape(shape, config, loop_ptrs, *progress)
+                             : run_layer_op_shape(shape, options.op, config, loop_ptrs, *progress));
     if (fast_note) reports.back().notes.push_back(*fast_note);
     if (threads_note) reports.back().notes.push_back(*threads_note);
   }
@@ -112,7 +117,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
     print_json(stdout, rows);
   } else {
-    print_header(stdout, machine);
+    print_header(stdout, machine, options.op);
     for (const ShapeReport& report : reports) print_table(stdout, report, machine);
   }
   if (json_file) {

@@ -23,6 +23,7 @@ namespace moegrad::bench {
 const char kBenchHelp[] =
     "Usage: moegrad bench [--shape NAME|batch,top_k,G,K,N]... [--dtype f32|f16|bf16]...\n"
     "                     [--threads N] [--reps R] [--max-memory GIB] [--json] [--json-file PATH]\n"
+    "                     [--op grad-x|forward|weight-grad]\n"
     "\n"
     "Measures, side by side in one run, for each shape, dtype and thread count:\n"
     "  fused            moegrad_grad_x (exact mode; time of the run phase only)\n"
@@ -83,6 +84,19 @@ const char kBenchHelp[] =
     "                 the tables and the array come from one run. P is checked before\n"
     "                 any timing; the array is written to a temp file beside it and\n"
     "                 renamed to P when the run ends, so P is never left half written\n"
+    "  --op OP        grad-x (default): the paths above. forward or weight-grad: the\n"
+    "                 layer's other GEMMs instead, x [M, K] random in [-1, 1] with rows\n"
+    "                 grouped as the routing's, f32 outputs:\n"
+    "                   forward      y [M, N] = x [rows of g] @ weight[g]\n"
+    "                   weight-grad  grad_weight [G, K, N] = x [rows of g]^T @ grad_y [rows of g]\n"
+    "                 two paths per dtype and thread count: moegrad (moegrad_grouped_matmul\n"
+    "                 or moegrad_grouped_matmul_weight_grad, run phase only) and onednn\n"
+    "                 (one oneDNN matmul per non-empty expert into the same output; the\n"
+    "                 empty experts' grad_weight zeroed). Checks: moegrad's output bitwise\n"
+    "                 across thread counts, oneDNN's within 1e-3 * max |output| of it.\n"
+    "                 Each dtype is timed in its own rounds, with only its buffers held\n"
+    "                 (no --max-memory). Rows carry \"op\"; workspace_bytes is moegrad's\n"
+    "                 workspace or oneDNN's scratchpad; peak_rss_bytes is null\n"
     "\n"
     "workspace_bytes: fused, what get_workspace_size reports; nonfused, 4*M*K (d_expanded_x)\n"
     "plus its workspace; oneDNN, 4*M*K plus its scratchpad. The tables show it beside 4*M*K.\n"
@@ -251,7 +265,7 @@ Options parse_options(std::span<char* const> args) {
       return o;
     }
   }
-  bool have_threads = false, have_reps = false, have_max_memory = false;
+  bool have_threads = false, have_reps = false, have_max_memory = false, have_op = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg(args[i]);
     if (arg.size() < 3 || arg.substr(0, 2) != "--") usage("unexpected argument '" + std::string(arg) + "'");
@@ -267,7 +281,7 @@ Options parse_options(std::span<char* const> args) {
       continue;
     }
     if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps" &&
-        name != "--max-memory" && name != "--json-file") {
+        name != "--max-memory" && name != "--json-file" && name != "--op") {
       usage("unknown flag '" + std::string(name) + "'");
     }
     std::string_view value;
@@ -306,11 +320,20 @@ Options parse_options(std::span<char* const> args) {
     } else if (name == "--json-file") {
       if (o.json_file) usage("--json-file given twice");
       o.json_file = std::string(value);
+    } else if (name == "--op") {
+      if (have_op) usage("--op given twice");
+      have_op = true;
+      const std::optional<BenchOp> op = op_from_name(value);
+      if (!op) usage("unknown --op '" + std::string(value) + "' (grad-x, forward or weight-grad)");
+      o.op = *op;
     } else if (name == "--shape") {
       add_shapes(value, &o.shapes);
     } else {
       add_dtypes(value, &o.dtypes);
     }
+  }
+  if (o.max_memory_bytes && o.op != BenchOp::kGradX) {
+    usage(std::string("--max-memory is grad-x's: --op ") + op_name(o.op) + " times each dtype alone");
   }
   if (o.shapes.empty()) o.shapes.assign(std::begin(kBuiltinShapes), std::end(kBuiltinShapes));
   if (o.dtypes.empty()) o.dtypes = {cli::FloatFormat::kF32, cli::FloatFormat::kF16, cli::FloatFormat::kBF16};

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench_problem.h"
 #include "float_formats.h"
 
 namespace moegrad::bench {
@@ -30,6 +31,7 @@ struct Options {
   std::vector<int> threads;                  // default: 1 and the online CPUs (deduplicated)
   std::optional<int> reps;                   // --reps; default: per shape (default_reps)
   std::optional<uint64_t> max_memory_bytes;  // --max-memory: cap on what the timing holds
+  BenchOp op = BenchOp::kGradX;              // --op
 };
 
 class UsageError : public std::runtime_error {

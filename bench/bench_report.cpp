@@ -43,10 +43,12 @@ std::optional<double> peak_for(const MachineInfo& machine, int threads) {
   return std::nullopt;
 }
 
-// The oneDNN row a fused / nonfused row is compared with: same dtype and threads.
+bool is_onednn(const Row& r) { return r.path == "onednn-nonfused" || r.path == "onednn"; }
+
+// The oneDNN row another row is compared with: same dtype and threads.
 const Row* onednn_row(const ShapeReport& report, const Row& row) {
   for (const Row& r : report.rows) {
-    if (r.path == "onednn-nonfused" && r.dtype == row.dtype && r.threads == row.threads && r.ms) return &r;
+    if (is_onednn(r) && r.dtype == row.dtype && r.threads == row.threads && r.ms) return &r;
   }
   return nullptr;
 }
@@ -96,8 +98,13 @@ void print_speedups(std::FILE* out, const ShapeReport& report) {
 
 }  // namespace
 
-void print_header(std::FILE* out, const MachineInfo& machine) {
-  std::fprintf(out, "moegrad bench: fused grad-x vs the non-fused paths (SPEC 8)\n");
+void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op) {
+  if (op == BenchOp::kGradX) {
+    std::fprintf(out, "moegrad bench: fused grad-x vs the non-fused paths (SPEC 8)\n");
+  } else {
+    std::fprintf(out, "moegrad bench --op %s: %s vs one oneDNN matmul per expert\n", op_name(op),
+                 op == BenchOp::kForward ? "moegrad_grouped_matmul" : "moegrad_grouped_matmul_weight_grad");
+  }
   std::fprintf(out, "  cpu       %s; moegrad ISA %s; %s\n", machine.cpu.c_str(), machine.isa.c_str(),
                machine.onednn.c_str());
   std::fprintf(out, "  fma-peak  ");
@@ -109,31 +116,43 @@ void print_header(std::FILE* out, const MachineInfo& machine) {
   std::fprintf(out, " (%s f32 FMA loop:\n"
                     "            median of its runs at the start and in every shape's timing rounds)\n",
                machine.fma_isa.c_str());
-  std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
-                    "            fused: moegrad_grad_x only\n");
-  std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
-                    "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n"
-                    "  speedup   1-thread median / median at that thread count, same dtype, mode and path\n");
+  if (op == BenchOp::kGradX) {
+    std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
+                      "            fused: moegrad_grad_x only\n");
+    std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
+                      "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n");
+  } else {
+    std::fprintf(out, "  timing    median (min, max) of the rounds, a dtype's paths interleaved, after 1 warm-up\n"
+                      "            each; moegrad: the run phase only\n");
+    std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
+                      "            /oneDNN = median time / oneDNN's (same dtype and threads); workspace: moegrad's,\n"
+                      "            oneDNN's scratchpad; check = vs moegrad's output\n");
+  }
+  std::fprintf(out, "  speedup   1-thread median / median at that thread count, same dtype, mode and path\n");
 }
 
 void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine) {
   const ShapeSpec& s = report.shape;
   const double flops = 2.0 * static_cast<double>(s.m()) * static_cast<double>(s.n) * static_cast<double>(s.k);
   const uint64_t intermediate = 4 * static_cast<uint64_t>(s.m()) * static_cast<uint64_t>(s.k);
+  // grad-x's workspace is held against the [M, K] d_expanded_x it avoids;
+  // the layer operators avoid no such tensor.
+  const bool grad_x = report.rows.empty() || !report.rows.front().op;
   std::fprintf(out, "\n%s: batch %" PRId64 ", top_k %" PRId64 ", G %" PRId64 ", K %" PRId64 ", N %" PRId64
-                    " (M %" PRId64 ", %.1f GFLOP, 4*M*K = %s; %d rep%s)\n",
+                    " (M %" PRId64 ", %.1f GFLOP%s%s; %d rep%s)\n",
                s.name.c_str(), s.batch, s.top_k, s.experts, s.k, s.n, s.m(), flops * 1e-9,
-               bytes_text(intermediate).c_str(), report.reps, report.reps == 1 ? "" : "s");
+               grad_x ? ", 4*M*K = " : "", grad_x ? bytes_text(intermediate).c_str() : "", report.reps,
+               report.reps == 1 ? "" : "s");
   std::fprintf(out, "%-5s %-9s %3s %-15s %10s %10s %10s %8s %6s %7s %11s %7s %10s  %s\n", "dtype", "mode", "thr",
                "path", "ms", "min", "max", "GFLOP/s", "%peak", "/oneDNN", "workspace", "/4MK", "peak RSS", "check");
   for (const Row& r : report.rows) {
     std::optional<double> pct, vs_onednn, ws_ratio;
     const std::optional<double> peak = peak_for(machine, r.threads);
     if (r.gflops && peak && *peak > 0) pct = 100.0 * *r.gflops / *peak;
-    if (r.path != "onednn-nonfused" && r.ms) {
+    if (!is_onednn(r) && r.ms) {
       if (const Row* o = onednn_row(report, r)) vs_onednn = *r.ms / *o->ms;
     }
-    if (r.workspace_bytes && intermediate > 0) {
+    if (r.workspace_bytes && intermediate > 0 && grad_x) {
       ws_ratio = static_cast<double>(*r.workspace_bytes) / static_cast<double>(intermediate);
     }
     std::fprintf(out, "%-5s %-9s %3d %-15s %10s %10s %10s %8s %6s %7s %11s %7s %10s  %s\n",
@@ -157,7 +176,8 @@ void print_json(std::FILE* out, const std::vector<Row>& rows) {
     // grad_x is no measurement of the path.
     if (r.check_failed) r.ms = r.ms_min = r.ms_max = r.gflops = std::nullopt;
     std::fputs(i == 0 ? "\n  {" : ",\n  {", out);
-    json_field(out, "shape", r.shape, /*first=*/true);
+    if (r.op) json_field(out, "op", r.op, /*first=*/true);
+    json_field(out, "shape", r.shape, /*first=*/!r.op);
     json_field(out, "batch", r.batch);
     json_field(out, "top_k", r.top_k);
     json_field(out, "experts", r.experts);
@@ -197,7 +217,7 @@ std::vector<std::string> failed_checks(const std::vector<ShapeReport>& reports) 
   for (const ShapeReport& report : reports) {
     for (const Row& r : report.rows) {
       if (!r.check_failed) continue;
-      failed.push_back(r.shape.value_or("?") + " " + r.dtype.value_or("?") + " t=" + std::to_string(r.threads) + " " +
+      failed.push_back(r.shape.value_or("?") + (r.op ? " " + *r.op : "") + " " + r.dtype.value_or("?") + " t=" + std::to_string(r.threads) + " " +
                        r.path + (r.mode.value_or("exact") == "exact" ? "" : " " + *r.mode));
     }
   }

@@ -13,14 +13,17 @@
 namespace moegrad::bench {
 
 // One measurement; exactly the issue-3 JSON fields (nullopt prints null),
-// plus `check` and `check_failed`, shown in the table only.
+// plus `check` and `check_failed`, shown in the table only, and `op` for
+// the layer operators' rows (`--op`), which alone have that JSON field.
 struct Row {
+  std::optional<std::string> op;    // "forward" | "weight-grad"; grad-x's rows have none
   std::optional<std::string> shape;
   std::optional<int64_t> batch, top_k, experts, k, n;
   std::optional<std::string> dtype;
   std::optional<std::string> mode;  // "exact" | "fast-bf16"
   int threads = 0;
-  std::string path;                 // "fused" | "nonfused" | "onednn-nonfused" | "fma-peak"
+  std::string path;                 // "fused" | "nonfused" | "onednn-nonfused" | "fma-peak";
+                                    // --op: "moegrad" | "onednn"
   std::optional<double> ms, ms_min, ms_max, gflops;
   std::optional<uint64_t> workspace_bytes, peak_rss_bytes;
   std::string check;                // "ref", "bitwise", "rel 3e-08", "DIFFERS", ...
@@ -45,7 +48,8 @@ struct MachineInfo {
   std::vector<Row> fma_peak;  // one per thread count
 };
 
-void print_header(std::FILE* out, const MachineInfo& machine);
+// `op` says what the run timed (BenchOp): the header's title and columns.
+void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op = BenchOp::kGradX);
 void print_table(std::FILE* out, const ShapeReport& report, const MachineInfo& machine);
 void print_json(std::FILE* out, const std::vector<Row>& rows);
 // What print_json writes, as text (for --json-file).

@@ -5,81 +5,28 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <memory>
 #include <stdexcept>
-#include <thread>
 
 #include "aligned_buffer.h"
 #include "api/nonfused_grad_x.h"
 #include "bench_problem.h"
 #include "dl_tensor.h"
 #include "grad_x_diff.h"
+#include "interleaved_timing.h"
 #include "onednn_nonfused.h"
 #include "peak_rss.h"
 #include "random_data.h"
 #include "routing.h"
+#include "runner_support.h"
 #include "stats.h"
 
 namespace moegrad::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// oneDNN and the fast bf16 mode sum in another order: they must agree with
-// the fused grad_x to this fraction of its largest magnitude.
-constexpr double kRelTolerance = 1e-3;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
-// A path the bench times. prepare() allocates what it needs (untimed) and
-// returns false when the path cannot run here (its row is then null);
-// run() runs it once and returns its milliseconds; release() frees what
-// prepare() took.
-struct TimedPath {
-  std::function<bool()> prepare;
-  std::function<double()> run;
-  std::function<void()> release;
-  Stats ms;
-};
-
-// Idle time before each run, so worker threads that the previous run left
-// spinning (OpenMP's default wait policy, under oneDNN) are asleep again and
-// every run starts from the same state.
-constexpr std::chrono::milliseconds kSettle{20};
-
-// One run of a path, after kSettle; its milliseconds.
-double settled_run(TimedPath& path) {
-  std::this_thread::sleep_for(kSettle);
-  return path.run();
-}
-
-// Runs each path once, as the warm-up of time_interleaved; returns the
-// seconds that took (what a round of them takes).
-double warm_up(const std::vector<TimedPath*>& paths) {
-  const Clock::time_point t0 = Clock::now();
-  for (TimedPath* p : paths) settled_run(*p);
-  return ms_since(t0) / 1e3;
-}
-
-// The timing of all paths of one shape (every dtype and thread count),
-// interleaved, after warm_up: every round runs each path once, starting one
-// path later each round, so drift in the shared host's speed (several % over
-// seconds here) lands on every path alike instead of on whichever ran last.
-void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
-  std::vector<std::vector<double>> ms(paths.size());
-  for (int r = 0; r < reps; ++r)
-    for (size_t i = 0; i < paths.size(); ++i) {
-      const size_t j = (i + static_cast<size_t>(r)) % paths.size();
-      ms[j].push_back(settled_run(*paths[j]));
-    }
-  for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
-}
 
 // One thread count's paths, their contexts and what they measured. Heap-held
 // so the paths' closures, which point into it, stay valid while all thread
@@ -100,20 +47,6 @@ struct ThreadPaths {
   std::optional<uint64_t> fused_rss, fast_rss, nonfused_rss, onednn_rss;
   bool fast_runs = false, onednn_runs = false;
 };
-
-std::string format_g(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, v);
-  return buf;
-}
-
-void fill_nan(const cli::AlignedBuffer& b) {
-  std::fill_n(b.as<float>(), b.size() / sizeof(float), std::numeric_limits<float>::quiet_NaN());
-}
-
-void add_note(ShapeReport* report, const std::string& note) {
-  if (std::find(report->notes.begin(), report->notes.end(), note) == report->notes.end()) report->notes.push_back(note);
-}
 
 bool is_tty(int fd) { return ::isatty(fd) == 1; }
 
@@ -325,30 +258,11 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     d.per_threads.push_back(std::make_unique<ThreadPaths>(threads));
     ThreadPaths& t = *d.per_threads.back();
     const std::string tag = d.label + " t=" + std::to_string(threads);
-    Row base;
-    base.shape = shape.name;
-    base.batch = shape.batch;
-    base.top_k = shape.top_k;
-    base.experts = shape.experts;
-    base.k = shape.k;
-    base.n = shape.n;
-    base.dtype = d.dtype;
-    base.mode = "exact";
-    base.threads = threads;
+    const Row base = shape_row(shape, d.dtype, threads);
     // Agreement with the fused grad_x for a path that sums in another order.
-    auto tolerance_check = [&](Row& row, const std::string& what) {
-      const Diff diff = compare(d.out.as<float>(), d.ref.as<float>(), grad_x_floats);
-      const double rel = diff.max_abs_ref > 0 ? diff.max_abs_diff / diff.max_abs_ref
-                                              : (diff.max_abs_diff > 0 ? std::numeric_limits<double>::infinity() : 0.0);
-      if (diff.max_abs_diff <= kRelTolerance * diff.max_abs_ref) {
-        row.check = format_g("rel %.1e", rel);
-        return;
-      }
-      row.check = format_g("FAIL rel %.1e", rel);
-      row.check_failed = true;
-      progress.warn(tag + " " + what + ": grad_x differs from the fused one: max |diff| = " +
-                    format_g("%.3g", diff.max_abs_diff) + " > " + format_g("%.0e", kRelTolerance) +
-                    " * max |grad_x| = " + format_g("%.3g", kRelTolerance * diff.max_abs_ref));
+    auto check_within_tolerance = [&](Row& row, const std::string& what) {
+      const std::string failure = tolerance_check(d.out.as<float>(), d.ref.as<float>(), grad_x_floats, "grad_x", &row);
+      if (!failure.empty()) progress.warn(tag + " " + what + ": grad_x differs from the fused one: " + failure);
     };
 
     // The paths. Their closures point into `t` and `d` (both heap-held) and
@@ -429,7 +343,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       fill_nan(d.out);
       try {
         t.fast_runs = run_alone(t.fast, &t.fast_rss);
-        tolerance_check(t.fast_row, "fused fast-bf16");
+        check_within_tolerance(t.fast_row, "fused fast-bf16");
         d.timed.push_back(&t.fast);
       } catch (const moegrad::Error& e) {
         if (e.status() != MOEGRAD_STATUS_ISA_UNAVAILABLE) throw;
@@ -462,7 +376,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       t.onednn_name = t.onednn_impl->implementation();
     });
     if (t.onednn_runs) {
-      tolerance_check(t.dnn_row, "onednn-nonfused");
+      check_within_tolerance(t.dnn_row, "onednn-nonfused");
       d.timed.push_back(&t.onednn);
     } else {
       t.dnn_row.check = "n/a";
@@ -562,20 +476,8 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
       if (starts.size() > 2) what += (i > starts[g] ? "," : " ") + d.dtype;
     }
     const size_t path_count = timed.size();
-    std::vector<TimedPath> loop_paths;
-    loop_paths.reserve(fma_loops.size());
-    for (FmaLoop* loop : fma_loops) {
-      if (!loop->available()) continue;
-      loop_paths.push_back({[] { return true; },
-                            [loop] {
-                              const Clock::time_point t0 = Clock::now();
-                              loop->run();
-                              return ms_since(t0);
-                            },
-                            [] {},
-                            {}});
-      timed.push_back(&loop_paths.back());
-    }
+    std::vector<TimedPath> loop_paths = fma_loop_paths(fma_loops);
+    for (TimedPath& p : loop_paths) timed.push_back(&p);
     for (TimedPath* path : timed) {
       if (!path->prepare()) throw std::runtime_error(what + ": a path that ran alone cannot be prepared again");
     }
@@ -592,18 +494,8 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     for (size_t i = starts[g]; i < starts[g + 1]; ++i) free_buffers(*runs[i]);
   }
 
-  // The run's fma-peak (one figure per thread count, as the JSON has it)
-  // mixes every shape's minutes; this shape's own say how fast the host was
-  // while it was timed.
-  std::string own;
-  for (size_t i = 0; i < fma_loops.size(); ++i) {
-    const std::optional<double> g = fma_loops[i]->median_since(loop_runs_before[i]);
-    if (!g) continue;
-    own += (own.empty() ? "" : ", ") + std::to_string(fma_loops[i]->threads()) +
-           (fma_loops[i]->threads() == 1 ? " thread " : " threads ") + format_g("%.1f", *g) + " GFLOP/s";
-  }
-  if (!own.empty())
-    add_note(&report, "the FMA loop in this shape's rounds: " + own + " (%peak is against the whole run's fma-peak)");
+  const std::string own = fma_loop_note(fma_loops, loop_runs_before);
+  if (!own.empty()) add_note(&report, own);
 
   report.reps = reps.value_or(0);  // 0: no group timed (no dtype)
   auto fill_timing = [&](Row* r, const TimedPath& path, std::optional<uint64_t> workspace,

@@ -19,7 +19,8 @@ shapes or dtypes, no oneDNN, no AVX512_BF16 for the fast mode, no second
 thread, or a path whose grad_x failed the bench's cross-check, whose times
 the bench then leaves null), then how many were met. Exit status: 0 when
 every check passes and none is n/a, 1 when one misses, 2 when the input is
-not such a run, 3 when none misses but some are n/a. Standard library only.
+not such a run (a run of `--op forward|weight-grad`, whose rows carry "op",
+included), 3 when none misses but some are n/a. Standard library only.
 
   build/bin/moegrad bench --json > run.json && bench/check_targets.py run.json
 """
@@ -66,6 +67,9 @@ def load_rows(text):
         raise BadRun("not a JSON array of objects (the output of `moegrad bench --json`)")
     peaks, paths = {}, {}
     for r in rows:
+        if r.get("op") is not None:  # `moegrad bench --op forward|weight-grad`: the layer's other GEMMs
+            raise BadRun(f"a row of --op {json.dumps(r['op'])}: issue 3's targets are grad-x's "
+                         "(a run without --op)")
         try:
             key_types = ({"path": str, "threads": int} if r["path"] == "fma-peak" else
                          {"shape": str, "dtype": str, "mode": str, "threads": int, "path": str})

@@ -1,7 +1,8 @@
-// The oneDNN baseline (the module side of onednn_module.h): one dnnl::matmul
-// per expert, d_expanded_x[rows of g] = grad_y[rows of g] x W[g]^T, then the
-// same scatter-add as moegrad's non-fused path. Built only when libdnnl-dev
-// is installed; it alone links libdnnl and libgomp.
+// The oneDNN baselines (the module side of onednn_module.h) and the module's
+// entry point. Here grad-x's: one dnnl::matmul per expert, d_expanded_x[rows
+// of g] = grad_y[rows of g] x W[g]^T, then the same scatter-add as moegrad's
+// non-fused path; the layer operators' are in onednn_layer_ops.cpp. Built
+// only when libdnnl-dev is installed; it alone links libdnnl and libgomp.
 #include <dnnl.hpp>
 #include <omp.h>
 
@@ -15,15 +16,11 @@
 #include "aligned_buffer.h"
 #include "driver/scatter_add_split.h"
 #include "moegrad/moegrad.h"
+#include "onednn_common.h"
 #include "onednn_module.h"
 
 namespace moegrad::bench {
 namespace {
-
-std::string onednn_version() {
-  const dnnl_version_t* v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
-}
 
 class DnnlNonfused final : public OnednnBackend {
  public:
@@ -71,12 +68,7 @@ class DnnlNonfused final : public OnednnBackend {
 
 OnednnPrepare DnnlNonfused::prepare_or_throw(const BenchProblem& p, int threads, std::string* why) {
   using dnnl::memory;
-  memory::data_type dt = memory::data_type::f32;
-  switch (p.format) {
-    case cli::FloatFormat::kF32: dt = memory::data_type::f32; break;
-    case cli::FloatFormat::kF16: dt = memory::data_type::f16; break;
-    case cli::FloatFormat::kBF16: dt = memory::data_type::bf16; break;
-  }
+  const memory::data_type dt = dnnl_data_type(p.format);
   // oneDNN's OpenMP runtime reads the thread count when a primitive is
   // created (it plans its blocking for it) and when it runs.
   omp_set_num_threads(threads);
@@ -100,11 +92,7 @@ OnednnPrepare DnnlNonfused::prepare_or_throw(const BenchProblem& p, int threads,
       const memory::desc dst_md({rows, K}, memory::data_type::f32, memory::format_tag::ab);
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src_md, w_md, dst_md), attr, engine_);
       scratchpad_bytes_ = std::max<uint64_t>(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-      // Every distinct kernel oneDNN picked, in expert order: row counts
-      // may select different ones.
-      const std::string impl = pd.impl_info_str();
-      if (implementation_.empty()) implementation_ = impl;
-      else if (("+" + implementation_ + "+").find("+" + impl + "+") == std::string::npos) implementation_ += "+" + impl;
+      add_implementation(&implementation_, pd.impl_info_str());
       pds.emplace(rows, pd);
     }
     for (const auto& [rows, pd] : pds) by_rows_.emplace(rows, dnnl::matmul(pd));
@@ -178,9 +166,9 @@ OnednnBackend* create() {
   }
 }
 
-constexpr OnednnModuleApi kApi{MOEGRAD_VERSION_STRING, onednn_version, create};
+constexpr OnednnModuleApi kApi{MOEGRAD_VERSION_STRING, onednn_version, create, create_onednn_layer_op};
 
 }  // namespace
 }  // namespace moegrad::bench
 
-extern "C" const moegrad::bench::OnednnModuleApi* moegrad_bench_onednn_module_v1() { return &moegrad::bench::kApi; }
+extern "C" const moegrad::bench::OnednnModuleApi* moegrad_bench_onednn_module_v2() { return &moegrad::bench::kApi; }

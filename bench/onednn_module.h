@@ -33,14 +33,31 @@ class OnednnBackend {
   virtual std::string implementation() const = 0;
 };
 
+// The layer operators' baseline (`moegrad bench --op`): one matmul per
+// non-empty expert into p.out, in place (the forward's rows of y, the weight
+// grad's grad_weight[g]); run() also zeroes an empty expert's
+// grad_weight[g], as moegrad writes it. See OnednnLayerOp (onednn_layer_op.h).
+class OnednnLayerBackend {
+ public:
+  virtual ~OnednnLayerBackend() = default;
+  // `p`'s buffers must outlive run().
+  virtual OnednnPrepare prepare(const LayerOpProblem& p, int threads, std::string* why) noexcept = 0;
+  virtual bool run(std::string* why) noexcept = 0;
+  virtual uint64_t workspace_bytes() const noexcept = 0;  // the largest primitive's scratchpad
+  virtual std::string implementation() const = 0;
+};
+
 struct OnednnModuleApi {
-  const char* moegrad_version;       // MOEGRAD_VERSION_STRING of the module's build
-  std::string (*onednn_version)();   // "oneDNN 2.6.3"
-  OnednnBackend* (*create)();        // null if oneDNN has no CPU engine; `delete` it
+  const char* moegrad_version;             // MOEGRAD_VERSION_STRING of the module's build
+  std::string (*onednn_version)();         // "oneDNN 2.6.3"
+  OnednnBackend* (*create)();              // null if oneDNN has no CPU engine; `delete` it
+  OnednnLayerBackend* (*create_layer)();   // the same
 };
 
 }  // namespace moegrad::bench
 
-// The module's one exported symbol.
-#define MOEGRAD_BENCH_ONEDNN_ENTRY "moegrad_bench_onednn_module_v1"
-extern "C" const moegrad::bench::OnednnModuleApi* moegrad_bench_onednn_module_v1();
+// The module's one exported symbol. Its number changes with OnednnModuleApi's
+// layout, so a module of another layout is not found rather than misread
+// (the version check cannot tell two commits of one version apart).
+#define MOEGRAD_BENCH_ONEDNN_ENTRY "moegrad_bench_onednn_module_v2"
+extern "C" const moegrad::bench::OnednnModuleApi* moegrad_bench_onednn_module_v2();

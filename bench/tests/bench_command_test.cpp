@@ -102,6 +102,68 @@ std::vector<TableRow> table_rows(const std::string& out) {
   return rows;
 }
 
+// --op: the layer operators' rows carry "op" besides the keys, one
+// moegrad and one onednn row per dtype and thread count. Built with oneDNN,
+// its f32 matmuls run and agree with moegrad's output (no warning). The
+// shape leaves experts empty (M 4, G 8): the weight grad's oneDNN path must
+// zero their grad_weight, or its NaN fill fails the check.
+TEST(BenchCommand, LayerOperatorRowsNameTheirOperator) {
+  for (const char* op : {"forward", "weight-grad"}) {
+    for (const char* shape : {"64,2,4,64,32", "4,1,8,16,24"}) {
+      const Captured c =
+          run_bench({"--op", op, "--shape", shape, "--dtype", "f32", "--threads", "1", "--reps", "1", "--json"});
+      ASSERT_EQ(c.status, 0) << op << " " << shape << "\n" << c.err;
+      EXPECT_EQ(c.err.find("warning"), std::string::npos) << op << " " << shape << "\n" << c.err;
+      std::multiset<std::string> paths;
+      for (const JsonObject* r : parse_rows(c.out, /*layer_op=*/true)) {
+        const std::string path = r->at("path").string();
+        paths.insert(path);
+        if (path == "fma-peak") continue;
+        EXPECT_EQ(r->at("op").string(), op);
+        EXPECT_EQ(r->at("shape").string(), shape);
+        EXPECT_EQ(r->at("dtype").string(), "f32");
+        EXPECT_EQ(r->at("mode").string(), "exact");
+        EXPECT_TRUE(r->at("peak_rss_bytes").is_null()) << path;
+        if (path == "onednn" && !kBuiltWithOnednn && r->at("ms").is_null()) continue;
+        for (const char* k : {"ms", "ms_min", "ms_max", "gflops", "workspace_bytes"}) {
+          ASSERT_TRUE(r->at(k).is_number()) << op << " " << path << " " << k;
+        }
+        EXPECT_LE(r->at("ms_min").number(), r->at("ms").number());
+        EXPECT_LE(r->at("ms").number(), r->at("ms_max").number());
+      }
+      EXPECT_EQ(paths, (std::multiset<std::string>{"fma-peak", "moegrad", "onednn"})) << op;
+    }
+  }
+}
+
+// The table of a --op run: its own title, rows named moegrad and onednn,
+// moegrad's time against oneDNN's, and no 4*M*K (no such tensor is avoided).
+TEST(BenchCommand, LayerOperatorTable) {
+  const Captured c = run_bench({"--op", "weight-grad", "--shape", "64,2,4,64,32", "--dtype", "f32,f16", "--threads",
+                                "1", "--reps", "1"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  EXPECT_NE(c.out.find("moegrad bench --op weight-grad: moegrad_grouped_matmul_weight_grad vs one oneDNN matmul "
+                       "per expert\n"),
+            std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("(M 128, 0.0 GFLOP; 1 rep)\n"), std::string::npos) << c.out;
+  std::set<std::string> timed;  // the rows with a median
+  for (const TableRow& r : table_rows(c.out)) timed.insert(r.dtype + " " + r.path);
+  std::set<std::string> expected = {"f32 moegrad", "f16 moegrad"};
+  if (kBuiltWithOnednn) expected.insert("f32 onednn");
+  EXPECT_EQ(timed, expected) << c.out;
+  // oneDNN 2.6 has no f16 matmul on x86-64 CPUs: a null row, and a note why.
+  EXPECT_NE(c.out.find("  note: onednn f16: null: "), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("  note: each dtype was timed in its own rounds"), std::string::npos) << c.out;
+  if (kBuiltWithOnednn) {
+    std::istringstream lines(c.out);
+    bool ratio = false;
+    for (std::string l; std::getline(lines, l);) ratio |= l.rfind("f32 ", 0) == 0 && l.find(" moegrad ") != l.npos &&
+                                                             l.find("x ") != l.npos;
+    EXPECT_TRUE(ratio) << c.out;  // the /oneDNN column of f32's moegrad row
+  }
+}
+
 // --json-file writes the run's JSON array beside the tables on stdout: each
 // row's median there is the one in the table (printed to 3 decimals), so both
 // come from one run; with --json as well, the file holds stdout's bytes.
@@ -447,7 +509,7 @@ TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
 // baseline is bench_cross_check_test's): every kind the runner flags.
 moegrad::bench::Row checked_row(const std::string& shape, const std::string& dtype, const std::string& mode,
                                 int threads, const std::string& path, bool failed) {
-  return {.shape = shape, .batch = 64, .top_k = 2, .experts = 4, .k = 64, .n = 32, .dtype = dtype, .mode = mode,
+  return {.op = std::nullopt, .shape = shape, .batch = 64, .top_k = 2, .experts = 4, .k = 64, .n = 32, .dtype = dtype, .mode = mode,
           .threads = threads, .path = path, .ms = 2.0, .ms_min = 1.5, .ms_max = 3.0, .gflops = 7.0,
           .workspace_bytes = 4096, .peak_rss_bytes = 1 << 20, .check = failed ? "FAIL" : "ok", .check_failed = failed};
 }
@@ -460,12 +522,14 @@ TEST(BenchReport, FailedChecksNameEachFailedRowInOrder) {
                      checked_row("zmoe", "f32", "exact", 1, "nonfused", true),
                      checked_row("zmoe", "bf16", "fast-bf16", 1, "fused", true),
                      checked_row("zmoe", "f32", "exact", 2, "onednn-nonfused", false)};
-  reports[1].rows = {checked_row("8,2,2,16,16", "f16", "exact", 2, "onednn-nonfused", true)};
+  reports[1].rows = {checked_row("8,2,2,16,16", "f16", "exact", 2, "onednn-nonfused", true),
+                     checked_row("8,2,2,16,16", "bf16", "exact", 1, "onednn", true)};
+  reports[1].rows[1].op = "weight-grad";  // a layer operator's row (--op) names its operator
   EXPECT_EQ(moegrad::bench::failed_checks(reports),
             (std::vector<std::string>{"zmoe f32 t=2 fused", "zmoe f32 t=1 nonfused", "zmoe bf16 t=1 fused fast-bf16",
-                                      "8,2,2,16,16 f16 t=2 onednn-nonfused"}));
+                                      "8,2,2,16,16 f16 t=2 onednn-nonfused", "8,2,2,16,16 weight-grad bf16 t=1 onednn"}));
   reports[0].rows[1].check_failed = reports[0].rows[2].check_failed = reports[0].rows[3].check_failed = false;
-  reports[1].rows[0].check_failed = false;
+  reports[1].rows[0].check_failed = reports[1].rows[1].check_failed = false;
   EXPECT_TRUE(moegrad::bench::failed_checks(reports).empty());
 }
 
@@ -525,6 +589,10 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
       {"--json-file="},
       {"--json-file", "--json"},
       {"--json-file", "a.json", "--json-file", "b.json"},
+      {"--op"},
+      {"--op", "backward"},
+      {"--op", "forward", "--op", "weight-grad"},
+      {"--op", "forward", "--max-memory", "1"},  // the layer operators time each dtype alone
   };
   for (const auto& args : cases) {
     const Captured c = run_bench(args);

@@ -8,10 +8,12 @@
 // result still printed.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "run_bench_captured.h"
@@ -32,12 +34,13 @@ class FakeError {
   FakeError& operator=(const FakeError&) = delete;
 };
 
-// The table's check column of each onednn-nonfused row, in order.
-std::vector<std::string> onednn_checks(const std::string& table) {
+// The table's check column of each f32 oneDNN row (`path`: onednn-nonfused,
+// or onednn for --op), in order.
+std::vector<std::string> onednn_checks(const std::string& table, const std::string& path = "onednn-nonfused") {
   std::vector<std::string> checks;
   std::istringstream lines(table);
   for (std::string l; std::getline(lines, l);) {
-    if (l.rfind("f32 ", 0) != 0 || l.find(" onednn-nonfused ") == std::string::npos) continue;
+    if (l.rfind("f32 ", 0) != 0 || l.find(" " + path + " ") == std::string::npos) continue;
     const size_t fail = l.find(" FAIL rel "), pass = l.rfind(" rel ");
     checks.push_back(fail != std::string::npos ? l.substr(fail + 1) : pass != std::string::npos ? l.substr(pass + 1) : l);
   }
@@ -126,6 +129,53 @@ TEST(BenchCrossCheck, EachFailedCheckIsNamed) {
                        " f32 t=1 onednn-nonfused, " + other + " f32 t=1 onednn-nonfused\n"),
             std::string::npos)
       << c.err;
+}
+
+// --op: the fake module's float64 loops are an independent reference for
+// moegrad's layer operators. Their f32 outputs must sit far inside the
+// bench's tolerance of it (a sum of at most 128 products in [-1, 1] is
+// rounded about once per term: ~1e-7 of max |output|), on a shape with
+// every expert used and on one with empty experts (M 4, G 8).
+TEST(BenchCrossCheck, LayerOperatorsAgreeWithFloat64Loops) {
+  const FakeError none("0");
+  for (const char* op : {"forward", "weight-grad"}) {
+    for (const char* shape : {kShape, "4,1,8,16,24"}) {
+      const Captured c =
+          run_bench({"--op", op, "--shape", shape, "--dtype", "f32", "--threads", "1", "--reps", "1"});
+      ASSERT_EQ(c.status, 0) << op << " " << shape << "\n" << c.err;
+      EXPECT_NE(c.out.find("note: onednn f32: fake oneDNN (moegrad's tests), implementation float64 loops"),
+                std::string::npos)
+          << c.out;
+      const std::vector<std::string> checks = onednn_checks(c.out, "onednn");
+      ASSERT_EQ(checks.size(), 1u) << c.out;
+      double rel = 1;
+      ASSERT_EQ(std::sscanf(checks[0].c_str(), "rel %lf", &rel), 1) << checks[0];
+      EXPECT_LT(rel, 1e-5) << op << " " << shape;
+    }
+  }
+}
+
+// A layer operator's baseline outside the tolerance fails as grad-x's do:
+// a warning naming the output, FAIL, null times in the JSON, exit 1 last.
+TEST(BenchCrossCheck, ALayerOperatorsFailedCheckExitsOne) {
+  const FakeError error("0.002");
+  for (const auto& [op, output] : {std::pair<std::string, std::string>{"forward", "y"}, {"weight-grad", "grad_weight"}}) {
+    const Captured c =
+        run_bench({"--op", op, "--shape", kShape, "--dtype", "f32", "--threads", "1", "--reps", "1", "--json"});
+    EXPECT_EQ(c.status, 1) << c.err;
+    const std::string tag = std::string(kShape) + " " + op + " f32 t=1 onednn";
+    EXPECT_NE(c.err.find("moegrad: warning: " + tag + ": " + output + " differs from moegrad's: max |diff| = "),
+              std::string::npos)
+        << c.err;
+    const std::string last = "moegrad: error: bench: 1 cross-check failed: " + tag + "\n";
+    ASSERT_GE(c.err.size(), last.size());
+    EXPECT_EQ(c.err.substr(c.err.size() - last.size()), last) << c.err;
+    for (const JsonObject* r : parse_rows(c.out, /*layer_op=*/true)) {
+      const std::string path = r->at("path").string();
+      if (path == "fma-peak") continue;
+      EXPECT_EQ(r->at("ms").is_null(), path == "onednn") << op << " " << path;
+    }
+  }
 }
 
 }  // namespace

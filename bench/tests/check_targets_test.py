@@ -251,6 +251,9 @@ class CheckTargets(unittest.TestCase):
             "a list for a shape": ([dict(row("zmoe", "f32", "exact", 1, "fused"), shape=["zmoe"])],
                                    "a row's shape is [\"zmoe\"], not a string"),
             "text threads": ([peak("1", 1.0)], "a row's threads is \"1\", not an integer"),
+            "a layer operator's run": ([peak(1, 1.0), dict(row("zmoe", "f32", "exact", 1, "moegrad", ms=1.0,
+                                                               gflops=1.0), op="forward")],
+                                       "a row of --op \"forward\": issue 3's targets are grad-x's"),
         }
         for name, (payload, message) in cases.items():
             with self.subTest(name):

@@ -1,0 +1,74 @@
+#include "interleaved_timing.h"
+
+#include <cstdio>
+#include <thread>
+#include <utility>
+
+namespace moegrad::bench {
+namespace {
+
+// Idle time before each run, so worker threads that the previous run left
+// spinning (OpenMP's default wait policy, under oneDNN) are asleep again and
+// every run starts from the same state.
+constexpr std::chrono::milliseconds kSettle{20};
+
+double settled_run(TimedPath& path) {
+  std::this_thread::sleep_for(kSettle);
+  return path.run();
+}
+
+}  // namespace
+
+double warm_up(const std::vector<TimedPath*>& paths) {
+  const Clock::time_point t0 = Clock::now();
+  for (TimedPath* p : paths) settled_run(*p);
+  return ms_since(t0) / 1e3;
+}
+
+// Rotating the start (not only interleaving) matters: drift in the shared
+// host's speed (several % over seconds here) would otherwise land on
+// whichever path runs last in every round.
+void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
+  std::vector<std::vector<double>> ms(paths.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < paths.size(); ++i) {
+      const size_t j = (i + static_cast<size_t>(r)) % paths.size();
+      ms[j].push_back(settled_run(*paths[j]));
+    }
+  for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
+}
+
+std::vector<TimedPath> fma_loop_paths(const std::vector<FmaLoop*>& loops) {
+  std::vector<TimedPath> paths;
+  for (FmaLoop* loop : loops) {
+    if (!loop->available()) continue;
+    paths.push_back({[] { return true; },
+                     [loop] {
+                       const Clock::time_point t0 = Clock::now();
+                       loop->run();
+                       return ms_since(t0);
+                     },
+                     [] {},
+                     {}});
+  }
+  return paths;
+}
+
+// The run's fma-peak (one figure per thread count, as the JSON has it)
+// mixes every shape's minutes; a shape's own say how fast the host was
+// while it was timed.
+std::string fma_loop_note(const std::vector<FmaLoop*>& loops, const std::vector<size_t>& runs_before) {
+  std::string own;
+  for (size_t i = 0; i < loops.size(); ++i) {
+    const std::optional<double> g = loops[i]->median_since(runs_before[i]);
+    if (!g) continue;
+    char gflops[32];
+    std::snprintf(gflops, sizeof gflops, "%.1f", *g);
+    own += (own.empty() ? "" : ", ") + std::to_string(loops[i]->threads()) +
+           (loops[i]->threads() == 1 ? " thread " : " threads ") + gflops + " GFLOP/s";
+  }
+  if (own.empty()) return own;
+  return "the FMA loop in this shape's rounds: " + own + " (%peak is against the whole run's fma-peak)";
+}
+
+}  // namespace moegrad::bench

@@ -19,8 +19,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -30,6 +28,7 @@
 #include "driver/packed_gemm.h"
 #include "float_formats.h"
 #include "kernels/gemm_kernels.h"
+#include "aligned_floats.h"
 #include "runner.h"
 
 namespace {
@@ -78,13 +77,6 @@ float as_input(DType dtype, float v) {
   return dtype == DType::kF32 ? v : mgt::bf16_bits_to_float(mgt::float_to_bf16_bits(v));
 }
 
-// Packing buffers on a 64-byte boundary, as the workspace places them.
-struct Aligned {
-  explicit Aligned(size_t floats)
-      : data(static_cast<float*>(std::aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64)), &std::free) {}
-  std::unique_ptr<float, void (*)(void*)> data;
-};
-
 TEST(PackedGemmNan, CanonicalNansStoresEveryNanAsTheCanonicalOne) {
   const std::vector<Table> all = tables();
   ASSERT_FALSE(all.empty());
@@ -128,7 +120,8 @@ TEST(PackedGemmNan, CanonicalNansStoresEveryNanAsTheCanonicalOne) {
 
         std::vector<float> c[2];
         for (bool canonical : {false, true}) {
-          Aligned a_pack(moegrad::kernels::a_pack_floats(k, count, kc) + 64), b_pack((cols + k.nr) * kc + 64);
+          mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, count, kc) + 64),
+              b_pack((cols + k.nr) * kc + 64);
           PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
           std::vector<float>& out = c[canonical];
           out.assign(count * cols, std::bit_cast<float>(0x7fbadbadu));  // a NaN no path stores

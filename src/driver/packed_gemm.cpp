@@ -1,6 +1,7 @@
 #include "driver/packed_gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace moegrad::driver {
 
@@ -8,6 +9,37 @@ namespace {
 // Reduction steps packed across all of a block's B micro-panels per sweep
 // (even: the fast bf16 mode packs them in pairs).
 constexpr size_t kBRowsPerSweep = 16;
+
+// 0, 1, 2, ...: the row list of a PrefetchRows over consecutive rows of a
+// B read in place (as many as the longest reduction block).
+constexpr size_t kMaxStridedKc = 1024;
+constexpr struct Iota {
+  int32_t v[kMaxStridedKc];
+  constexpr Iota() : v() {
+    for (size_t i = 0; i < kMaxStridedKc; ++i) v[i] = static_cast<int32_t>(i);
+  }
+} kIota;
+
+// With B read in place, the kernel calls of column panel jr request the
+// panel read after it: the next full panel of this block, or after the last
+// one the next block's first (none after the last block). Call ir of the
+// panel's calls takes its share of that panel's rows, each NR f32 wide (two
+// lines, three where a row starts mid-line), into L1: a row misses there on
+// its first read otherwise, since rows a weight row apart defeat the
+// hardware prefetchers. Empty where there is nothing to request.
+kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOperand& b, size_t j0, size_t cols,
+                                   size_t jr, size_t ir, size_t count, size_t n0, size_t kc, size_t next_kc) {
+  size_t nj = jr + k.nr, np = n0, nkc = kc;
+  if (nj + k.nr > cols) nj = 0, np = n0 + kc, nkc = next_kc;
+  const size_t calls = (count + k.mr - 1) / k.mr, share = (kc + calls - 1) / calls, from = ir / k.mr * share;
+  if (from >= nkc || nkc > kMaxStridedKc) return {};
+  const auto* first = static_cast<const std::byte*>(b.data) +
+                      (static_cast<int64_t>(np) * b.reduce_stride + static_cast<int64_t>(j0 + nj)) *
+                          static_cast<int64_t>(sizeof(float));
+  const bool aligned = reinterpret_cast<uintptr_t>(first) % 64 == 0 && b.reduce_stride % 16 == 0;
+  return {first, kIota.v + from, b.reduce_stride * static_cast<int64_t>(sizeof(float)), std::min(share, nkc - from),
+          aligned ? size_t{2} : size_t{3}, false};
+}
 }  // namespace
 
 void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32_t* rows, size_t count,
@@ -30,11 +62,39 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
     return;
   }
   const size_t elem = dtype_bytes(blk.dtype);
+  // An f32 B contiguous along its outer dimension (the forward's weight,
+  // grad-x's [G, N, K] one) is read in place by the copied-rows kernel
+  // where the ISA has that variant: each full NR-column micro-panel by the
+  // first call that uses it, which also packs it for the panel's other
+  // calls, and only a last narrower one packed up front. Each element of
+  // such a weight feeds the few rows of one expert's tile, so a pack pass
+  // before the kernels cost about as much as using it, its DRAM reads not
+  // overlapped with any FMA (forward, fine-grained, one thread: 0.82x the
+  // time; grad-x with a [G, N, K] weight 0.85x). Every call reading in
+  // place instead took 1.04x the time of the pack pass at zmoe's size with
+  // two threads: a panel's rows are a weight row apart, each on its own
+  // page.
+  // Not where the caller's B panel is already packed (grad-x's tiles of one
+  // expert, one block: large-token's 128 x 256 weight packed once for its
+  // 3686 rows, which a read in place would pack again per tile: 1.03x the
+  // time, grad-x with a [G, N, K] weight).
+  const bool reuse_b = single_block && b_key >= 0 && scratch->b_key == b_key;
+  const bool strided_b = !reuse_b && rows_a != nullptr && rows_a->ukernel_strided_b != nullptr &&
+                         blk.dtype == DType::kF32 && b.outer_stride == 1 && b.reduce_stride > 0 &&
+                         blk.kc <= kMaxStridedKc;
   for (size_t pc = 0; pc < total; pc += blk.kc) {
     const size_t kc = std::min(blk.kc, total - pc);
     const size_t n0 = static_cast<size_t>(p0) + pc;
     // B panel: cols columns, [kc][NR] per micro-panel.
-    if (!(single_block && b_key >= 0 && scratch->b_key == b_key)) {
+    if (strided_b) {  // only a last, narrower micro-panel is packed
+      const size_t full = cols / k.nr * k.nr;
+      if (full < cols)
+        k.pack_b[dt](b.data, b.outer_stride, b.reduce_stride, j0 + full, cols - full, n0, kc,
+                     scratch->b_pack + (full / k.nr) * kc * k.nr);
+      // Whole once the calls below have packed the full panels (rows that
+      // fit one micro-panel leave them unpacked).
+      scratch->b_key = single_block && count > k.mr ? b_key : -1;
+    } else if (!reuse_b) {
       // B contiguous along its outer dimension (grad-x's weight as a [G, N,
       // K] buffer viewed transposed; the forward's weight; the weight
       // grad's grad_y): each reduction step is a run of `cols` elements,
@@ -63,7 +123,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
     const bool canonical_nans = blk.canonical_nans && pc + kc >= total;
     // The B micro-panel stays in L1 while A micro-panels stream past it.
     for (size_t jr = 0; jr < cols; jr += k.nr) {
-      const float* bp = scratch->b_pack + (jr / k.nr) * kc * k.nr;
+      float* bp = scratch->b_pack + (jr / k.nr) * kc * k.nr;
       for (size_t ir = 0; ir < count; ir += k.mr) {
         float* ap = scratch->a_pack + (ir / k.mr) * a_panel;
         if (rows_a == nullptr) {
@@ -87,6 +147,19 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
           next = *dest_rows;
           next.rows += ir;
           next.count = std::min(k.mr, count - ir);
+        }
+        if (strided_b && jr > 0 && next.count == 0)
+          next = next_b_panel(k, b, j0, cols, jr, ir, count, n0, kc,
+                              pc + kc < total ? std::min(blk.kc, total - pc - kc) : 0);
+        if (strided_b && ir == 0 && jr + k.nr <= cols) {
+          // The panel's first call reads it in place and packs it for the
+          // panel's other calls (none where the rows fit one micro-panel).
+          const float* bs = static_cast<const float*>(b.data) + static_cast<int64_t>(n0) * b.reduce_stride +
+                            static_cast<int64_t>(j0 + jr);
+          rows_a->ukernel_strided_b(kc, ap, bs, static_cast<size_t>(b.reduce_stride),
+                                    count > k.mr ? bp : nullptr, c + ir * ldc + jr, ldc,
+                                    std::min(k.mr, count - ir), pc > 0, canonical_nans, next);
+          continue;
         }
         rows_a->ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),
                         pc > 0, canonical_nans, next);

@@ -25,6 +25,7 @@ constinit const RowsAKernels kRowsAKernels = {
     kMaxStripKc,
     f32_gemm_ukernel_6x16_rows_a__avx2,
     pack_a_rows_6__avx2,
+    nullptr,
 };
 
 constinit const GemmKernels kGemmKernels = {

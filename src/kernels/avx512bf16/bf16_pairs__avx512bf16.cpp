@@ -108,6 +108,7 @@ constinit const RowsAKernels kPairRowsAKernels = {
     avx512::kMaxStripKc,
     bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
     kPackAPairRows,
+    nullptr,
 };
 
 constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs_strided};

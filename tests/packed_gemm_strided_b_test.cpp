@@ -1,0 +1,157 @@
+// packed_gemm_tile with an f32 B contiguous along its outer dimension (the
+// forward's weight, grad-x's [G, N, K] one), which the AVX-512 table's
+// copied-rows kernel reads in place instead of packing, for every exact
+// table this CPU runs: each output element must be the one fp32 FMA chain
+// of SPEC §5 (ascending reduction steps from +0.0), computed here by a plain
+// std::fma loop, bit for bit. The cases cover one reduction block and
+// several (the calls request the next block's first panel), full column
+// panels and a narrower last one (packed), no full panel at all, rows of B
+// that start mid-line (a leading dimension that is no multiple of 16, a
+// column offset), gathered A rows, and every column and row outside the
+// tile left as it was.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <moegrad/moegrad.h>
+
+#include "driver/packed_gemm.h"
+#include "kernels/gemm_kernels.h"
+#include "aligned_floats.h"
+#include "runner.h"
+
+namespace {
+
+using moegrad::DType;
+using moegrad::driver::GemmBlocking;
+using moegrad::driver::GemmOperand;
+using moegrad::driver::PackScratch;
+using moegrad::kernels::GemmKernels;
+
+constexpr uint32_t kUnwritten = 0x7fbadbadu;  // a NaN no path stores
+
+struct Case {
+  size_t count, cols, len, ldb_extra, j0, p0;
+};
+
+TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
+  bool in_place_seen = false;
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
+    if (kp == nullptr) continue;
+    const GemmKernels& k = *kp;
+    in_place_seen |= k.rows_a != nullptr && k.rows_a->ukernel_strided_b != nullptr;
+    const size_t kc = 256;
+    const Case cases[] = {
+        {2 * k.mr + 3, 2 * k.nr + 5, 600, 7, 3, 5},  // three blocks, a narrow last panel, rows mid-line
+        {k.mr, 3 * k.nr, kc, 0, 0, 0},               // one block, whole aligned panels
+        {1, k.nr, 1, 0, 0, 0},                       // one row, one step
+        {5, k.nr - 3, 40, 1, 0, 2},                  // no full panel: all packed
+        {3 * k.mr, 4 * k.nr, 2 * kc + 1, 16, k.nr, 0},  // a last block of one step
+    };
+    for (const Case& cs : cases) {
+      std::ostringstream what;
+      what << mgt::isa_label(k.isa) << ": count " << cs.count << ", cols " << cs.cols << ", len " << cs.len
+           << ", ldb cols+j0+" << cs.ldb_extra << ", j0 " << cs.j0 << ", p0 " << cs.p0;
+      SCOPED_TRACE(what.str());
+      std::mt19937 rng(11);
+      std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+      // A: count rows gathered (in reverse) from a [count + 2, p0 + len]
+      // buffer; B: [p0 + len, ldb], element (j, p) at b[p * ldb + j].
+      const size_t a_rows = cs.count + 2, a_ld = cs.p0 + cs.len, ldb = cs.j0 + cs.cols + cs.ldb_extra;
+      std::vector<float> a(a_rows * a_ld), b((cs.p0 + cs.len) * ldb);
+      for (float& v : a) v = value(rng);
+      for (float& v : b) v = value(rng);
+      std::vector<int32_t> rows(cs.count);
+      for (size_t r = 0; r < cs.count; ++r) rows[r] = static_cast<int32_t>(a_rows - 1 - r);
+      const GemmOperand ao{a.data(), static_cast<int64_t>(a_ld), 1};
+      const GemmOperand bo{b.data(), 1, static_cast<int64_t>(ldb)};
+      mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, cs.count, kc) + 64),
+          b_pack((cs.cols + k.nr) * kc + 64);
+      PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
+      // c has two columns beyond the tile and one row below it.
+      const size_t ldc = cs.cols + 2;
+      std::vector<float> c((cs.count + 1) * ldc, std::bit_cast<float>(kUnwritten));
+      const GemmBlocking blk{&k, DType::kF32, kc, false};
+      moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), cs.count, bo, cs.j0, cs.cols,
+                                        static_cast<int64_t>(cs.p0), static_cast<int64_t>(cs.len), c.data(), ldc,
+                                        &scratch, -1, -1);
+      size_t wrong = 0, touched = 0;
+      for (size_t r = 0; r <= cs.count; ++r)
+        for (size_t j = 0; j < ldc; ++j) {
+          const uint32_t got = std::bit_cast<uint32_t>(c[r * ldc + j]);
+          if (r == cs.count || j >= cs.cols) {
+            touched += got != kUnwritten;
+            continue;
+          }
+          float acc = 0.0f;
+          for (size_t p = 0; p < cs.len; ++p)
+            acc = std::fma(a[static_cast<size_t>(rows[r]) * a_ld + cs.p0 + p], b[(cs.p0 + p) * ldb + cs.j0 + j], acc);
+          if (got != std::bit_cast<uint32_t>(acc) && wrong++ < 3)
+            ADD_FAILURE() << "c[" << r << "][" << j << "] = " << c[r * ldc + j] << ", the FMA chain gives " << acc;
+        }
+      EXPECT_EQ(wrong, 0u);
+      EXPECT_EQ(touched, 0u) << "elements outside the tile were written";
+    }
+  }
+  // Where the CPU runs AVX-512, its table reads B in place: the cases above
+  // then reached that path (without it, they check the packing ones only).
+  if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX512) != nullptr) {
+    EXPECT_TRUE(in_place_seen);
+  }
+}
+
+// grad-x passes a key for its B panel so the tiles of one expert pack it
+// once: after a call that read B in place, the panel in the scratch is whole
+// (its full micro-panels packed by their first calls) only where the rows
+// took more than one micro-panel. A second call with the same key, one
+// block, must compute the FMA chain from whatever it reuses, in both orders
+// of a one-micro-panel and a three-micro-panel call.
+TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
+    const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
+    if (kp == nullptr) continue;
+    const GemmKernels& k = *kp;
+    const size_t kc = 256, cols = 2 * k.nr + 3, len = 100, ldb = cols + 5, a_rows = 3 * k.mr;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> a(a_rows * len), b(len * ldb);
+    for (float& v : a) v = value(rng);
+    for (float& v : b) v = value(rng);
+    const GemmOperand ao{a.data(), static_cast<int64_t>(len), 1};
+    const GemmOperand bo{b.data(), 1, static_cast<int64_t>(ldb)};
+    for (const bool small_first : {true, false}) {
+      SCOPED_TRACE(std::string(mgt::isa_label(k.isa)) + (small_first ? ": 1 row, then 3 micro-panels" :
+                                                                      ": 3 micro-panels, then 1 row"));
+      mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, a_rows, kc) + 64),
+          b_pack((cols + k.nr) * kc + 64);
+      PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
+      const GemmBlocking blk{&k, DType::kF32, kc, false};
+      for (const size_t count : small_first ? std::vector<size_t>{1, a_rows} : std::vector<size_t>{a_rows, 1}) {
+        std::vector<int32_t> rows(count);
+        for (size_t r = 0; r < count; ++r) rows[r] = static_cast<int32_t>((r * 5 + count) % a_rows);
+        std::vector<float> c(count * cols, std::bit_cast<float>(kUnwritten));
+        moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), count, bo, 0, cols, 0, static_cast<int64_t>(len),
+                                          c.data(), cols, &scratch, -1, /*b_key=*/7);
+        size_t wrong = 0;
+        for (size_t r = 0; r < count; ++r)
+          for (size_t j = 0; j < cols; ++j) {
+            float acc = 0.0f;
+            for (size_t p = 0; p < len; ++p)
+              acc = std::fma(a[static_cast<size_t>(rows[r]) * len + p], b[p * ldb + j], acc);
+            wrong += std::bit_cast<uint32_t>(c[r * cols + j]) != std::bit_cast<uint32_t>(acc);
+          }
+        EXPECT_EQ(wrong, 0u) << count << " rows";
+      }
+    }
+  }
+}
+
+}  // namespace

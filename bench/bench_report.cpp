@@ -126,7 +126,7 @@ void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op) {
                       "            each; moegrad: the run phase only\n");
     std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
                       "            /oneDNN = median time / oneDNN's (same dtype and threads); workspace: moegrad's,\n"
-                      "            oneDNN's scratchpad; check = vs moegrad's output\n");
+                      "            oneDNN's scratchpad (/4MK, peak RSS: grad-x's only); check = vs moegrad's output\n");
   }
   std::fprintf(out, "  speedup   1-thread median / median at that thread count, same dtype, mode and path\n");
 }

@@ -41,13 +41,16 @@ struct Case {
   size_t count, cols, len, ldb_extra, j0, p0;
 };
 
+// Whether the table reads such a B in place (AVX-512's).
+bool reads_b_in_place(const GemmKernels& k) { return k.rows_a != nullptr && k.rows_a->ukernel_strided_b != nullptr; }
+
 TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
   bool in_place_seen = false;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
     if (kp == nullptr) continue;
     const GemmKernels& k = *kp;
-    in_place_seen |= k.rows_a != nullptr && k.rows_a->ukernel_strided_b != nullptr;
+    in_place_seen |= reads_b_in_place(k);
     const size_t kc = 256;
     const Case cases[] = {
         {2 * k.mr + 3, 2 * k.nr + 5, 600, 7, 3, 5},  // three blocks, a narrow last panel, rows mid-line
@@ -66,13 +69,18 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
       // A: count rows gathered (in reverse) from a [count + 2, p0 + len]
       // buffer; B: [p0 + len, ldb], element (j, p) at b[p * ldb + j].
       const size_t a_rows = cs.count + 2, a_ld = cs.p0 + cs.len, ldb = cs.j0 + cs.cols + cs.ldb_extra;
-      std::vector<float> a(a_rows * a_ld), b((cs.p0 + cs.len) * ldb);
+      // B on a 64-byte boundary, so a leading dimension that is a multiple
+      // of 16 gives rows that start on a line.
+      std::vector<float> a(a_rows * a_ld);
+      const size_t b_floats = (cs.p0 + cs.len) * ldb;
+      mgt::AlignedFloats b_buf(b_floats);
+      float* const b = b_buf.data.get();
       for (float& v : a) v = value(rng);
-      for (float& v : b) v = value(rng);
+      for (size_t i = 0; i < b_floats; ++i) b[i] = value(rng);
       std::vector<int32_t> rows(cs.count);
       for (size_t r = 0; r < cs.count; ++r) rows[r] = static_cast<int32_t>(a_rows - 1 - r);
       const GemmOperand ao{a.data(), static_cast<int64_t>(a_ld), 1};
-      const GemmOperand bo{b.data(), 1, static_cast<int64_t>(ldb)};
+      const GemmOperand bo{b, 1, static_cast<int64_t>(ldb)};
       mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, cs.count, kc) + 64),
           b_pack((cs.cols + k.nr) * kc + 64);
       PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
@@ -101,8 +109,8 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
       EXPECT_EQ(touched, 0u) << "elements outside the tile were written";
     }
   }
-  // Where the CPU runs AVX-512, its table reads B in place: the cases above
-  // then reached that path (without it, they check the packing ones only).
+  // Where the CPU runs AVX-512, its table has the in-place kernel (that
+  // packed_gemm_tile takes it is AKeyedPanelIsReusedOnlyWhenWhole's check).
   if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX512) != nullptr) {
     EXPECT_TRUE(in_place_seen);
   }
@@ -113,7 +121,9 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
 // (its full micro-panels packed by their first calls) only where the rows
 // took more than one micro-panel. A second call with the same key, one
 // block, must compute the FMA chain from whatever it reuses, in both orders
-// of a one-micro-panel and a three-micro-panel call.
+// of a one-micro-panel and a three-micro-panel call. The key the scratch
+// holds afterwards shows which path ran: -1 after a one-micro-panel call
+// that found no panel to reuse, only where B was read in place.
 TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
@@ -134,6 +144,7 @@ TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
           b_pack((cols + k.nr) * kc + 64);
       PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
       const GemmBlocking blk{&k, DType::kF32, kc, false};
+      int64_t held_key = -1;
       for (const size_t count : small_first ? std::vector<size_t>{1, a_rows} : std::vector<size_t>{a_rows, 1}) {
         std::vector<int32_t> rows(count);
         for (size_t r = 0; r < count; ++r) rows[r] = static_cast<int32_t>((r * 5 + count) % a_rows);
@@ -149,6 +160,11 @@ TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
             wrong += std::bit_cast<uint32_t>(c[r * cols + j]) != std::bit_cast<uint32_t>(acc);
           }
         EXPECT_EQ(wrong, 0u) << count << " rows";
+        // A panel held under the key is reused (the key stays); otherwise the
+        // call leaves it whole, except a one-micro-panel call that read it in place.
+        const int64_t expected_key = held_key == 7 || !(reads_b_in_place(k) && count <= k.mr) ? 7 : -1;
+        EXPECT_EQ(scratch.b_key, expected_key) << count << " rows";
+        held_key = scratch.b_key;
       }
     }
   }

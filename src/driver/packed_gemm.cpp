@@ -20,13 +20,15 @@ constexpr struct Iota {
   }
 } kIota;
 
-// With B read in place, the kernel calls of column panel jr request the
-// panel read after it: the next full panel of this block, or after the last
-// one the next block's first (none after the last block). Call ir of the
-// panel's calls takes its share of that panel's rows, each NR f32 wide (two
-// lines, three where a row starts mid-line), into L1: a row misses there on
-// its first read otherwise, since rows a weight row apart defeat the
-// hardware prefetchers. Empty where there is nothing to request.
+// With B read in place, the kernel calls of column panel jr (jr > 0: the
+// first panel's calls request A's next rows) request the panel read after
+// it: the next full panel of this block, or after the last one the next
+// block's first (none after the last block; the next block's second panel
+// is read cold). Call ir of the panel's calls takes its share of that
+// panel's rows, each NR f32 wide (two lines, three where a row starts
+// mid-line), into L1: a row misses there on its first read otherwise,
+// since rows a weight row apart defeat the hardware prefetchers. Empty
+// where there is nothing to request.
 kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOperand& b, size_t j0, size_t cols,
                                    size_t jr, size_t ir, size_t count, size_t n0, size_t kc, size_t next_kc) {
   size_t nj = jr + k.nr, np = n0, nkc = kc;

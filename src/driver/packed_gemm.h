@@ -49,9 +49,12 @@ struct GemmBlocking {
 // panel (>= 0 enables reuse across calls with the same scratch), or -1. A is
 // reused only where it is packed transposed (a copied-rows A is copied
 // micro-panel by micro-panel as the kernel first reads it).
-// An f32 B contiguous along its outer dimension is read in place where the
-// table's copied-rows kernels have that variant (RowsAKernels::
-// ukernel_strided_b), its last narrower micro-panel packed.
+// An f32 B contiguous along its outer dimension, rows a positive stride
+// apart, is read in place where A is copied rows and the table's
+// copied-rows kernels have that variant (RowsAKernels::ukernel_strided_b),
+// unless b_key names the panel the scratch already holds: each full
+// micro-panel by its first kernel call, which packs it for the others, the
+// last narrower one packed up front.
 // dest_rows: rows the caller will update with c's rows once the tile is done
 // (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
 // requested while the tile's last column pass runs (unless that is also the

@@ -255,13 +255,19 @@ if [ -n "$module" ]; then
   [[ "$ms" =~ ^[0-9] ]] || fail "bench did not run oneDNN from $prefix/$module (ms: '$ms')"
   # Stand-ins in its place: another moegrad version's module (its table
   # starts with that version), and a library without the entry point.
-  printf '%s\n' 'static const char* const api[3] = {"9.9.9", 0, 0};' \
-    'const void* moegrad_bench_onednn_module_v1(void) { return api; }' >"$tmp/other_version.c"
+  printf '%s\n' 'static const char* const api[4] = {"9.9.9", 0, 0, 0};' \
+    'const void* moegrad_bench_onednn_module_v2(void) { return api; }' >"$tmp/other_version.c"
   "$cc" -shared -fPIC "$tmp/other_version.c" -o "$prefix/$module"
   refused_module "another version's module" "belongs to moegrad 9.9.9, not $version"
   echo 'int not_the_entry_point(void) { return 0; }' >"$tmp/no_entry.c"
   "$cc" -shared -fPIC "$tmp/no_entry.c" -o "$prefix/$module"
-  refused_module "a module without its entry point" "has no moegrad_bench_onednn_module_v1"
+  refused_module "a module without its entry point" "has no moegrad_bench_onednn_module_v2"
+  # This version's module of the API's previous layout (create only): the
+  # entry point's number tells them apart, the version cannot.
+  printf '%s\n' "static const char* const api[3] = {\"$version\", 0, 0};" \
+    'const void* moegrad_bench_onednn_module_v1(void) { return api; }' >"$tmp/old_layout.c"
+  "$cc" -shared -fPIC "$tmp/old_layout.c" -o "$prefix/$module"
+  refused_module "a module of the previous layout" "has no moegrad_bench_onednn_module_v2"
   rm "$prefix/$module"
   refused_module "no module" "the oneDNN module did not load"
 else

@@ -13,8 +13,7 @@
 // Every speed-up keeps SPEC §5's order, so the two builds' grad_x must match
 // bit for bit: checked after the timing; a difference is exit status 3.
 // --op times one of the layer operators instead, whose outputs must match
-// the same way (the layer's forward and weight grad have no other timing:
-// `moegrad bench` times grad-x).
+// the same way (`moegrad bench --op` times them against oneDNN).
 #include <dlfcn.h>
 #include <moegrad/moegrad.h>
 #include <moegrad/moegrad_layer.h>

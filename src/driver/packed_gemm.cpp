@@ -34,7 +34,7 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
   size_t nj = jr + k.nr, np = n0, nkc = kc;
   if (nj + k.nr > cols) nj = 0, np = n0 + kc, nkc = next_kc;
   const size_t calls = (count + k.mr - 1) / k.mr, share = (kc + calls - 1) / calls, from = ir / k.mr * share;
-  if (from >= nkc || nkc > kMaxStridedKc) return {};
+  if (from >= nkc) return {};  // nkc <= blk.kc <= kMaxStridedKc: strided_b asks it
   const auto* first = static_cast<const std::byte*>(b.data) +
                       (static_cast<int64_t>(np) * b.reduce_stride + static_cast<int64_t>(j0 + nj)) *
                           static_cast<int64_t>(sizeof(float));

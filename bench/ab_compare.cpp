@@ -70,8 +70,8 @@ const char kHelp[] =
     "                 the speed-up from --threads to --threads-b, measured call by call\n"
     "  --fast-bf16    the opt-in fast bf16 mode (bf16 only)\n"
     "  --fast-bf16-b  B only in the fast bf16 mode: its cost against the exact mode's, call\n"
-    "                 by call; the two orders differ, so the grad_x do (exit status 3),\n"
-    "                 and the largest difference against max |grad_x| is printed\n"
+    "                 by call; the two orders differ, so the outputs do (exit status 3),\n"
+    "                 and the largest difference against max |output| is printed\n"
     "  --routing R    random: `moegrad bench`'s top-k routing (default); even: token b\n"
     "                 goes to experts (b*top_k + j) mod G, so every expert has the same\n"
     "                 rows when G divides batch*top_k (tails of one known length)\n"
@@ -83,8 +83,7 @@ const char kHelp[] =
     "                 y [M, N] = x [M, K] @ weight per expert; weight-grad:\n"
     "                 moegrad_grouped_matmul_weight_grad, grad_weight [G, K, N] = x^T @\n"
     "                 grad_y per expert. x is random in [-1, 1], rows grouped as the\n"
-    "                 routing's; outputs f32 (weight-grad: no --weight-layout; both:\n"
-    "                 no --fast-bf16, which only grad-x takes)\n";
+    "                 routing's; outputs f32 (weight-grad: no --weight-layout)\n";
 
 // The C API of one build, resolved from its handle.
 struct Library {
@@ -302,8 +301,6 @@ Options parse_options(int argc, char** argv) {
   if (pos.size() != 2) throw UsageError("two libraries are needed: LIB_A LIB_B");
   if ((o.fast_bf16 || o.fast_bf16_b) && o.format != FloatFormat::kBF16)
     throw UsageError("--fast-bf16 and --fast-bf16-b need --dtype bf16");
-  if ((o.fast_bf16 || o.fast_bf16_b) && o.op != Op::kGradX)
-    throw UsageError("--fast-bf16 and --fast-bf16-b are grad-x's only: the layer operators keep the exact order");
   if (o.weight_nk && o.op == Op::kWeightGrad) throw UsageError("--weight-layout: weight-grad reads no weight");
   if (o.fast_bf16) o.fast_bf16_b = true;
   if (o.threads_b == 0) o.threads_b = o.threads;

@@ -66,9 +66,8 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
 
   RunConfig config{options.dtypes, options.threads, options.reps, false, options.max_memory_bytes};
   const bool grad_x = options.op == BenchOp::kGradX;
-  std::optional<std::string> fast_note;  // the fast bf16 mode is grad-x's
-  if (grad_x &&
-      std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
+  std::optional<std::string> fast_note;
+  if (std::find(options.dtypes.begin(), options.dtypes.end(), cli::FloatFormat::kBF16) != options.dtypes.end()) {
     fast_note = fast_bf16_unavailable_reason();
     config.fast_bf16 = !fast_note;
   }

@@ -23,18 +23,23 @@
 namespace moegrad::bench {
 namespace {
 
-// One thread count's two paths and what they measured. Heap-held: the
-// paths' closures point into it.
+// One thread count's paths and what they measured: moegrad's (in the exact
+// order; with bf16 where the CPU runs it, in the fast bf16 mode too) and
+// oneDNN's. Heap-held: the paths' closures point into it.
 struct OpThreadPaths {
-  explicit OpThreadPaths(int n) : threads(n) { ctx.set_num_threads(n); }
+  explicit OpThreadPaths(int n) : threads(n) {
+    ctx.set_num_threads(n);
+    fast_ctx.set_num_threads(n);
+    fast_ctx.set_fast_bf16(true);
+  }
   int threads;
-  moegrad::Context ctx;
+  moegrad::Context ctx, fast_ctx;
   OnednnLayerOp onednn_impl;
   std::string onednn_why;
-  uint64_t moegrad_ws = 0;
-  bool onednn_runs = false;
-  TimedPath ours, onednn;
-  Row ours_row, onednn_row;
+  uint64_t moegrad_ws = 0, fast_ws = 0;
+  bool onednn_runs = false, fast_runs = false;
+  TimedPath ours, fast, onednn;
+  Row ours_row, fast_row, onednn_row;
 };
 
 // One dtype of a shape: its inputs, the two outputs (moegrad's, oneDNN's)
@@ -43,6 +48,7 @@ struct OpDtypeRun {
   cli::FloatFormat format = cli::FloatFormat::kF32;
   std::string dtype, label;
   cli::AlignedBuffer x, other;  // other: the weight (forward) or grad_y (weight grad)
+  // theirs: oneDNN's output, and the fast bf16 mode's once oneDNN's is checked.
   cli::AlignedBuffer ours, theirs, ws;
   int64_t x_shape[2] = {}, other_shape[3] = {}, gl_shape[1] = {}, out_shape[3] = {};
   DLTensor x_t{}, other_t{}, gl_t{}, ours_t{};
@@ -70,10 +76,17 @@ uint64_t bits_hash(const cli::AlignedBuffer& b) {
   return h ^ (h >> 33);
 }
 
-// Plans (untimed; an executor runs once) and times one run of moegrad's operator.
-double moegrad_run(OpDtypeRun& d, BenchOp op, const moegrad::Context& ctx, uint64_t* ws_bytes) {
-  moegrad::OpExecutor ex = op == BenchOp::kForward ? moegrad::OpExecutor(d.forward, ctx)
-                                                   : moegrad::OpExecutor(d.weight_grad, ctx);
+// Plans (untimed; an executor runs once) and times one run of moegrad's
+// operator, writing `out`.
+double moegrad_run(OpDtypeRun& d, BenchOp op, const moegrad::Context& ctx, cli::AlignedBuffer& out,
+                   uint64_t* ws_bytes) {
+  DLTensor out_t = d.ours_t;
+  out_t.data = out.data();
+  moegrad_grouped_matmul_args forward = d.forward;
+  moegrad_grouped_matmul_weight_grad_args weight_grad = d.weight_grad;
+  forward.y = weight_grad.grad_weight = &out_t;
+  moegrad::OpExecutor ex = op == BenchOp::kForward ? moegrad::OpExecutor(forward, ctx)
+                                                   : moegrad::OpExecutor(weight_grad, ctx);
   *ws_bytes = ex.workspace_bytes();
   if (d.ws.data() == nullptr || d.ws.size() < ex.workspace_bytes())
     d.ws = cli::AlignedBuffer(ex.workspace_bytes(), "the workspace");
@@ -151,8 +164,9 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
   const bool cross_threads = config.threads.size() > 1;
   // moegrad's output of the first thread count, for the later ones, as a
   // hash of its bits: a copy would be a third 3.5 GB buffer at zmoe's
-  // weight grad.
-  uint64_t first = 0;
+  // weight grad (the same for the fast bf16 mode's).
+  uint64_t first = 0, first_fast = 0;
+  const bool fast = d.format == cli::FloatFormat::kBF16 && config.fast_bf16;
   const char* out_name = op == BenchOp::kForward ? "y" : "grad_weight";
   std::vector<TimedPath*> timed;
   OpDtypeRun* dp = &d;
@@ -164,8 +178,10 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
     Row base = shape_row(s, d.dtype, threads);
     base.op = op_name(op);
 
-    t.ours = {[] { return true; }, [dp, tp, op] { return moegrad_run(*dp, op, tp->ctx, &tp->moegrad_ws); },
-              [] {}, {}};
+    t.ours = {[] { return true; },
+              [dp, tp, op] { return moegrad_run(*dp, op, tp->ctx, dp->ours, &tp->moegrad_ws); }, [] {}, {}};
+    t.fast = {[] { return true; },
+              [dp, tp, op] { return moegrad_run(*dp, op, tp->fast_ctx, dp->theirs, &tp->fast_ws); }, [] {}, {}};
     t.onednn = {[tp, dp] { return tp->onednn_impl.prepare(dp->problem, tp->threads, &tp->onednn_why); },
                 [tp] {
                   const Clock::time_point t0 = Clock::now();
@@ -198,15 +214,38 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
     if (!t.onednn_runs) {
       t.onednn_row.check = "n/a";
       add_note(report, "onednn " + d.dtype + ": null: " + t.onednn_why);
-      continue;
+    } else {
+      t.onednn.run();
+      add_note(report, "onednn " + d.dtype + ": " + loaded_module().api->onednn_version() + ", implementation " +
+                           t.onednn_impl.implementation());
+      const std::string failure =
+          tolerance_check(d.theirs.as<float>(), d.ours.as<float>(), out_floats, out_name, &t.onednn_row);
+      if (!failure.empty()) progress.warn(tag + " onednn: " + out_name + " differs from moegrad's: " + failure);
+      timed.push_back(&t.onednn);
     }
-    t.onednn.run();
-    add_note(report, "onednn " + d.dtype + ": " + loaded_module().api->onednn_version() + ", implementation " +
-                         t.onednn_impl.implementation());
+
+    // The fast bf16 mode sums in another order: within the tolerance of the
+    // exact output, and bitwise the same at every thread count.
+    if (!fast) continue;
+    progress.step(tag + " moegrad fast-bf16");
+    t.fast_row = base;
+    t.fast_row.path = "moegrad";
+    t.fast_row.mode = "fast-bf16";
+    fill_nan(d.theirs);
+    t.fast.run();
+    t.fast_runs = true;
     const std::string failure =
-        tolerance_check(d.theirs.as<float>(), d.ours.as<float>(), out_floats, out_name, &t.onednn_row);
-    if (!failure.empty()) progress.warn(tag + " onednn: " + out_name + " differs from moegrad's: " + failure);
-    timed.push_back(&t.onednn);
+        tolerance_check(d.theirs.as<float>(), d.ours.as<float>(), out_floats, out_name, &t.fast_row);
+    if (!failure.empty()) progress.warn(tag + " moegrad fast-bf16: " + out_name + " differs from the exact one: " + failure);
+    if (cross_threads && threads == config.threads.front()) {
+      first_fast = bits_hash(d.theirs);
+    } else if (cross_threads && !t.fast_row.check_failed && bits_hash(d.theirs) != first_fast) {
+      t.fast_row.check += ", DIFFERS across threads";
+      t.fast_row.check_failed = true;
+      progress.warn(tag + " moegrad fast-bf16: " + out_name + " is not bitwise identical to the run with " +
+                    std::to_string(config.threads.front()) + " threads");
+    }
+    timed.push_back(&t.fast);
   }
   return timed;
 }
@@ -214,7 +253,9 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
 }  // namespace
 
 int layer_op_shape_steps(const RunConfig& config) {
-  return 2 * static_cast<int>(config.dtypes.size() * config.threads.size());
+  int per_thread = 0;
+  for (const cli::FloatFormat f : config.dtypes) per_thread += f == cli::FloatFormat::kBF16 && config.fast_bf16 ? 3 : 2;
+  return per_thread * static_cast<int>(config.threads.size());
 }
 
 ShapeReport run_layer_op_shape(const ShapeSpec& shape, BenchOp op, const RunConfig& config,
@@ -260,6 +301,10 @@ ShapeReport run_layer_op_shape(const ShapeSpec& shape, BenchOp op, const RunConf
       fill_timing(&t.ours_row, t.ours, t.moegrad_ws);
       report.rows.push_back(t.ours_row);
       if (t.onednn_runs) fill_timing(&t.onednn_row, t.onednn, t.onednn_impl.workspace_bytes());
+      if (t.fast_runs) {
+        fill_timing(&t.fast_row, t.fast, t.fast_ws);
+        report.rows.push_back(t.fast_row);
+      }
       report.rows.push_back(t.onednn_row);
     }
   }

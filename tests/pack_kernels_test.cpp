@@ -175,4 +175,96 @@ TEST(PackKernels, EveryAvailableIsaHasItsTable) {
   EXPECT_TRUE(moegrad_isa_available(MOEGRAD_ISA_SCALAR));
 }
 
+// The fast bf16 mode's packers (its tables: the scalar emulation's, and
+// AVX512_BF16's where the CPU has it) hold a pair of reduction elements a
+// 32-bit word: word m of a row or column is element n0 + 2m in the low
+// half, n0 + 2m + 1 in the high half, a missing element (past kc) zero.
+std::vector<const GemmKernels*> pair_tables() {
+  std::vector<const GemmKernels*> out;
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX512}) {
+    if (const GemmKernels* k = moegrad::kernels::bf16_pair_kernels_for(isa)) out.push_back(k);
+  }
+  return out;
+}
+
+// The pair word of elements at(2m) and at(2m + 1), read as raw bf16 bits.
+template <class At>
+uint32_t pair_word(const mgt::HostTensor& src, size_t m, size_t kc, At at) {
+  const uint32_t lo = 2 * m < kc ? static_cast<uint32_t>(src.get_bits(at(2 * m))) : 0u;
+  const uint32_t hi = 2 * m + 1 < kc ? static_cast<uint32_t>(src.get_bits(at(2 * m + 1))) : 0u;
+  return lo | hi << 16;
+}
+
+// panel word [m][j] (`width` words a pair step) is want(m, j) for j < used
+// and 0 beyond, for m < (kc + 1) / 2; nothing past those is written.
+template <class Want>
+void expect_pair_panel(const Panel& panel, size_t kc, size_t width, size_t used, const std::string& what, Want want) {
+  const size_t pairs = (kc + 1) / 2;
+  for (size_t m = 0; m < pairs; ++m) {
+    for (size_t j = 0; j < width; ++j) {
+      const uint32_t got = mgt::float_bits(panel[m * width + j]), expected = j < used ? want(m, j) : 0u;
+      if (got != expected) {
+        ADD_FAILURE() << what << ": pair [" << m << "][" << j << "] = 0x" << std::hex << got << ", want 0x"
+                      << expected;
+        return;
+      }
+    }
+  }
+  for (size_t i = pairs * width; i < pairs * width + 64; ++i)
+    if (!std::isnan(panel[i])) {
+      ADD_FAILURE() << what << ": wrote past the panel, word " << i;
+      return;
+    }
+}
+
+// Pair A[m][r] of rows[r] for r < mr, 0 for mr <= r < MR; rows
+// consecutive (AVX512_BF16 interleaves two source rows where A is
+// contiguous along them) or every third; kc odd and even.
+TEST(PackKernels, PairPackAGivesEachWordItsTwoElements) {
+  for (const GemmKernels* k : pair_tables()) {
+    for (const Layout& l : layouts(60, 300)) {
+      const mgt::HostTensor src = random_source(DType::kBF16, l.span, 41);
+      for (const size_t step : {1u, 3u})
+        for (size_t mr = 1; mr <= k->mr; ++mr) {
+          std::vector<int32_t> rows(mr);
+          for (size_t r = 0; r < mr; ++r) rows[r] = static_cast<int32_t>(2 + r * step);
+          for (const size_t kc : {1u, 15u, 16u, 17u, 256u}) {
+            const size_t n0 = kc == 256 ? 43 : 3;
+            Panel a((kc + 1) / 2 * k->mr);
+            k->pack_a[static_cast<int>(DType::kBF16)](src.view().data, l.row_stride, l.col_stride, rows.data(), mr,
+                                                      n0, kc, a.data());
+            expect_pair_panel(a, kc, k->mr, mr,
+                              where(*k, DType::kBF16, l, mr, n0, kc) + " pairs, rows every " + std::to_string(step),
+                              [&](size_t m, size_t r) {
+                                return pair_word(src, m, kc, [&](size_t p) {
+                                  return rows[r] * l.row_stride + static_cast<int64_t>(n0 + p) * l.col_stride;
+                                });
+                              });
+          }
+        }
+    }
+  }
+}
+
+// Pair B[m][c] of column k0 + c for c < nr, 0 for nr <= c < NR.
+TEST(PackKernels, PairPackBGivesEachWordItsTwoElements) {
+  for (const GemmKernels* k : pair_tables()) {
+    for (const Layout& l : layouts(70, 300)) {
+      const mgt::HostTensor src = random_source(DType::kBF16, l.span, 43);
+      for (size_t nr = 1; nr <= k->nr; ++nr)
+        for (const size_t kc : {1u, 15u, 16u, 17u, 256u}) {
+          const size_t n0 = kc == 256 ? 43 : 5, k0 = 70 - nr;
+          Panel b((kc + 1) / 2 * k->nr);
+          k->pack_b[static_cast<int>(DType::kBF16)](src.view().data, l.row_stride, l.col_stride, k0, nr, n0, kc,
+                                                    b.data());
+          expect_pair_panel(b, kc, k->nr, nr, where(*k, DType::kBF16, l, nr, n0, kc) + " pairs", [&](size_t m, size_t c) {
+            return pair_word(src, m, kc, [&](size_t p) {
+              return static_cast<int64_t>(k0 + c) * l.row_stride + static_cast<int64_t>(n0 + p) * l.col_stride;
+            });
+          });
+        }
+    }
+  }
+}
+
 }  // namespace

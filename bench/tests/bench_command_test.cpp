@@ -236,6 +236,31 @@ TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
+// --op in bf16: moegrad's exact row and oneDNN's, and moegrad's fast bf16
+// row where the CPU runs that mode (checked against the exact output, and
+// across the thread counts), else a note that says why not. The run's
+// checks pass: no warning.
+TEST(BenchCommand, LayerOperatorBf16HasAFastRowWhereTheCpuRunsIt) {
+  for (const char* op : {"forward", "weight-grad"}) {
+    const Captured c = run_bench({"--op", op, "--shape", "64,2,4,64,32", "--dtype", "bf16", "--reps", "1"});
+    ASSERT_EQ(c.status, 0) << op << "\n" << c.err;
+    EXPECT_EQ(c.err.find("warning"), std::string::npos) << op << "\n" << c.err;
+    const bool skipped = c.out.find("  note: fast-bf16 skipped: ") != std::string::npos;
+    std::multiset<std::string> rows;
+    for (const TableRow& r : table_rows(c.out)) {
+      rows.insert(r.dtype + " " + r.mode + " " + r.path);
+      if (r.mode == "fast-bf16") {
+        EXPECT_GT(r.ms, 0) << op;
+      }
+    }
+    const size_t counts = rows.count("bf16 exact moegrad");
+    EXPECT_GE(counts, 1u) << c.out;
+    EXPECT_EQ(rows.count("bf16 fast-bf16 moegrad"), skipped ? 0u : counts) << c.out;
+    for (const std::string& r : rows)
+      EXPECT_TRUE(r == "bf16 exact moegrad" || r == "bf16 exact onednn" || r == "bf16 fast-bf16 moegrad") << r;
+  }
+}
+
 // Without --threads both thread counts (1 and the allowed CPUs) are timed
 // together, interleaved: every path must still come back once per thread
 // count, with its own timing, and the fused grad_x must match across the

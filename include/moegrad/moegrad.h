@@ -195,8 +195,8 @@ MOEGRAD_API moegrad_status moegrad_context_get_isa(const moegrad_context* ctx, m
  * fails with MOEGRAD_STATUS_ISA_UNAVAILABLE unless the context's ISA is avx512
  * on a CPU with AVX512_BF16, or scalar (which runs an exact emulation of the
  * instruction's order); it is never silently replaced by the exact mode.
- * f32/f16 inputs ignore it. Only moegrad_grad_x reads it: the layer
- * operators of moegrad_layer.h always run in the exact order. */
+ * f32/f16 inputs ignore it. moegrad_grad_x and the GEMMs of moegrad_layer.h
+ * (grouped_matmul and its weight grad) read it. */
 MOEGRAD_API moegrad_status moegrad_context_set_fast_bf16(moegrad_context* ctx, int32_t enable);
 
 /* ---- grad-x ---------------------------------------------------------------- */

@@ -3,8 +3,12 @@
  * grad-x operator of moegrad.h: routing, grouped matmul forward, weight
  * gradient and the non-fused scatter-add. Include it after (or instead of)
  * moegrad.h; contexts, statuses and error messages are shared. These
- * operators take a context's threads and ISA but not its fast bf16 mode:
- * they always compute in SPEC §5's order, whatever that mode says.
+ * operators take a context's threads and ISA, and the two GEMMs its fast
+ * bf16 mode (moegrad_context_set_fast_bf16): bf16 inputs then run in that
+ * mode's pair order (README.md, "Fast bf16 mode"; forward: pairs of x's
+ * columns from 0; weight grad: pairs of an expert's rows from its first),
+ * or planning fails with MOEGRAD_STATUS_ISA_UNAVAILABLE where the context's
+ * ISA has no pair kernel; otherwise SPEC §5's order, below.
  *
  *   forward:   expanded_x, expanded_row_idx, group_list = moe_init_routing(x, expert_idx)
  *              y = grouped_matmul(expanded_x, weight, group_list)
@@ -40,7 +44,8 @@
  *  - every GEMM is moegrad's one engine: each output element is one fp32 FMA
  *    chain over the reduction index in ascending order, starting at +0.0,
  *    never split across threads, so results are bitwise identical for any
- *    thread count, ISA path and workspace address (SPEC §5);
+ *    thread count, ISA path and workspace address (SPEC §5; in the fast bf16
+ *    mode, the mode's chain, identical for any thread count);
  *  - every NaN a GEMM or moe_init_routing_grad's scatter-add stores is the
  *    one canonical NaN (f32 0x7fc00000, f16 0x7e00, bf16 0x7fc0), whichever
  *    NaNs met; moe_init_routing copies rows, NaN bits included.

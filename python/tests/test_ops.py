@@ -359,6 +359,38 @@ def test_fast_bf16_is_a_context_setting():
     assert torch.equal(emulated.view(torch.int32), hardware.view(torch.int32))
 
 
+def test_the_fast_bf16_mode_runs_the_layer_gemms_too():
+    """A fast-bf16 context runs grouped_matmul and its weight grad in the
+    mode's order too (README, Fast bf16 mode): a bf16 denormal times 1.0 is
+    zero there and kept in the exact mode; pairs start at each expert's
+    first row (an expert of one row, then of two); the hardware path gives
+    the emulation's bits; f32 inputs keep the exact order."""
+    x = torch.zeros(3, 2, dtype=torch.bfloat16)
+    x.view(torch.int16)[:, 0] = 1  # 2^-133
+    w, gl = torch.ones(2, 2, 3, dtype=torch.bfloat16), torch.tensor([1, 2])
+    exact, fast = moegrad.Context(isa="scalar"), moegrad.Context(isa="scalar", fast_bf16=True)
+    for ctx, want in ((exact, 0x00010000), (fast, 0)):
+        y = moegrad.grouped_matmul(x, w, gl, out_dtype="float32", context=ctx)
+        gw = moegrad.grouped_matmul_weight_grad(x, torch.ones(3, 3, dtype=torch.bfloat16), gl, out_dtype="float32",
+                                                context=ctx)
+        assert y.view(torch.int32).tolist() == [[want] * 3] * 3
+        assert gw.view(torch.int32)[:, 0].tolist() == [[want] * 3, [2 * want] * 3]
+    x32 = torch.rand(3, 2)
+    assert torch.equal(moegrad.grouped_matmul(x32, w.float(), gl, context=fast).view(torch.int32),
+                       moegrad.grouped_matmul(x32, w.float(), gl, context=exact).view(torch.int32))
+    if not moegrad.info()["avx512_bf16"]:
+        return
+    M, K, N = 90, 37, 70
+    x, w, gy, gl = rand((M, K), "bfloat16"), rand((3, K, N), "bfloat16"), rand((M, N), "bfloat16"), torch.tensor([31, 0, 59])
+    hardware = moegrad.Context(isa="avx512", fast_bf16=True)
+    for op, other in ((moegrad.grouped_matmul, w), (moegrad.grouped_matmul_weight_grad, gy)):
+        want = op(x, other, gl, out_dtype="float32", context=fast)
+        assert torch.equal(op(x, other, gl, out_dtype="float32", context=hardware).view(torch.int32),
+                           want.view(torch.int32))
+        assert not torch.equal(op(x, other, gl, out_dtype="float32", context=exact).view(torch.int32),
+                               want.view(torch.int32))
+
+
 def test_a_caller_that_flushes_denormals_changes_no_bit():
     """SPEC §5: no flush-to-zero, whatever the caller's thread set (torch's
     set_flush_denormal sets FTZ and DAZ on it, and moegrad's calling thread

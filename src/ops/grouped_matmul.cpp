@@ -11,8 +11,7 @@
 
 namespace moegrad::ops {
 
-moegrad_status GroupedMatmulOp::init(const moegrad_grouped_matmul_args* args, const kernels::GemmKernels& k,
-                                     int workers) {
+moegrad_status GroupedMatmulOp::init(const moegrad_grouped_matmul_args* args, const OpKernels& ks, int workers) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "grouped_matmul: args is NULL");
   Tensor x, w, gl, y;
   DType w_type;
@@ -53,8 +52,10 @@ moegrad_status GroupedMatmulOp::init(const moegrad_grouped_matmul_args* args, co
   direct_ = out_dtype_ == DType::kF32 && (N_ == 1 || y_col_ == 1) && y_row_ >= N_;
   if (N_ == 1) y_col_ = 1;  // any stride addresses the single column
 
-  // Plan: tiles of ~240 rows x ~256 columns, the K reduction in blocks of 256.
-  kernels_ = &k;
+  // Plan: tiles of ~240 rows x ~256 columns, the K reduction in blocks of 256
+  // (even, as the fast bf16 mode's pairs need every block but the last).
+  if (auto s = ks.gemm_for(dtype_, "grouped_matmul", &kernels_)) return s;
+  const kernels::GemmKernels& k = *kernels_;
   workers_ = std::max(workers, 1);
   blk_.ms = round_up(240, k.mr);
   blk_.nc = balanced_block(static_cast<size_t>(N_), 256, k.nr);

@@ -19,7 +19,7 @@ namespace moegrad::ops {
 class GroupedMatmulOp final : public Op {
  public:
   OpKind kind() const override { return OpKind::kGroupedMatmul; }
-  moegrad_status init(const moegrad_grouped_matmul_args* args, const kernels::GemmKernels& k, int workers);
+  moegrad_status init(const moegrad_grouped_matmul_args* args, const OpKernels& k, int workers);
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 
  private:

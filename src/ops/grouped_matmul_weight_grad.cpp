@@ -12,7 +12,7 @@
 namespace moegrad::ops {
 
 moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weight_grad_args* args,
-                                               const kernels::GemmKernels& k, int workers) {
+                                               const OpKernels& ks, int workers) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "grouped_matmul_weight_grad: args is NULL");
   Tensor x, gy, gl, gw;
   DType gy_type;
@@ -56,8 +56,11 @@ moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weig
   if (N_ == 1) gw_n_ = 1;  // any stride addresses the single column
   direct_ = out_dtype_ == DType::kF32 && !accumulate_ && gw_n_ == 1 && gw_k_ >= N_;
 
-  // Plan: tiles of ~240 k x ~256 n, the row reduction in blocks of 256.
-  kernels_ = &k;
+  // Plan: tiles of ~240 k x ~256 n, the row reduction in blocks of 256 (even,
+  // as the fast bf16 mode's pairs need every block but the last: its pairs
+  // run from each expert's first row).
+  if (auto s = ks.gemm_for(dtype_, "grouped_matmul_weight_grad", &kernels_)) return s;
+  const kernels::GemmKernels& k = *kernels_;
   workers_ = std::max(workers, 1);
   blk_.ms = balanced_block(static_cast<size_t>(K_), 240, k.mr);
   blk_.nc = balanced_block(static_cast<size_t>(N_), 256, k.nr);

@@ -20,7 +20,7 @@ namespace moegrad::ops {
 class GroupedMatmulWeightGradOp final : public Op {
  public:
   OpKind kind() const override { return OpKind::kGroupedMatmulWeightGrad; }
-  moegrad_status init(const moegrad_grouped_matmul_weight_grad_args* args, const kernels::GemmKernels& k,
+  moegrad_status init(const moegrad_grouped_matmul_weight_grad_args* args, const OpKernels& k,
                       int workers);
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 

@@ -61,7 +61,7 @@ moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_expert
   return MOEGRAD_STATUS_SUCCESS;
 }
 
-moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args, const kernels::GemmKernels&,
+moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args, const OpKernels&,
                                       int workers) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing: args is NULL");
   Tensor x, e, ex, idx, gl;

@@ -24,7 +24,7 @@ moegrad_status routing_max_rows(int64_t batch, int64_t top_k, int64_t num_expert
 class MoeInitRoutingOp final : public Op {
  public:
   OpKind kind() const override { return OpKind::kMoeInitRouting; }
-  moegrad_status init(const moegrad_moe_init_routing_args* args, const kernels::GemmKernels& k, int workers);
+  moegrad_status init(const moegrad_moe_init_routing_args* args, const OpKernels& k, int workers);
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 
  private:

@@ -14,7 +14,7 @@
 namespace moegrad::ops {
 
 moegrad_status MoeInitRoutingGradOp::init(const moegrad_moe_init_routing_grad_args* args,
-                                          const kernels::GemmKernels& k, int workers) {
+                                          const OpKernels& k, int workers) {
   if (args == nullptr) return fail(MOEGRAD_STATUS_NULL_POINTER, "moe_init_routing_grad: args is NULL");
   Tensor d, idx, gx;
   DType gx_type;
@@ -62,7 +62,7 @@ moegrad_status MoeInitRoutingGradOp::init(const moegrad_moe_init_routing_grad_ar
 
   // Plan: column blocks of ~256; when they are too few to keep 4 items per
   // worker, split the tokens too.
-  kernels_ = &k;
+  kernels_ = k.exact;
   workers_ = std::max(workers, 1);
   nc_ = balanced_block(static_cast<size_t>(p.K), 256, 16);
   col_blocks_ = static_cast<int64_t>(ceil_div(static_cast<size_t>(p.K), nc_));

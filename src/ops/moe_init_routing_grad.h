@@ -21,7 +21,7 @@ namespace moegrad::ops {
 class MoeInitRoutingGradOp final : public Op {
  public:
   OpKind kind() const override { return OpKind::kMoeInitRoutingGrad; }
-  moegrad_status init(const moegrad_moe_init_routing_grad_args* args, const kernels::GemmKernels& k, int workers);
+  moegrad_status init(const moegrad_moe_init_routing_grad_args* args, const OpKernels& k, int workers);
   moegrad_status run(void* workspace, runtime::ThreadPool& pool, int threads) const override;
 
  private:

@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "api/tensor_check.h"
+#include "common/dtype.h"
+#include "common/error.h"
 #include "kernels/gemm_kernels.h"
 #include "moegrad/moegrad_layer.h"
 #include "runtime/thread_pool.h"
@@ -18,6 +20,30 @@ enum class OpKind { kMoeInitRouting, kGroupedMatmul, kGroupedMatmulWeightGrad, k
 
 // "moe_init_routing", ...
 const char* op_name(OpKind kind);
+
+// The kernel tables an operator may plan with, read once from its context:
+// the ISA's table, and where the context asks for the fast bf16 mode, that
+// mode's pair table (null where the ISA has none).
+struct OpKernels {
+  const kernels::GemmKernels* exact = nullptr;
+  bool fast_bf16 = false;
+  const kernels::GemmKernels* bf16_pairs = nullptr;
+  moegrad_isa isa = MOEGRAD_ISA_AUTO;
+
+  // The table a GEMM on `dtype` runs: the pair table for bf16 in the fast
+  // mode, which changes the order and so is never replaced by the exact
+  // table where the ISA lacks it (ISA_UNAVAILABLE, as for grad-x).
+  moegrad_status gemm_for(DType dtype, const char* op, const kernels::GemmKernels** k) const {
+    *k = exact;
+    if (!fast_bf16 || dtype != DType::kBF16) return MOEGRAD_STATUS_SUCCESS;
+    *k = bf16_pairs;
+    if (*k != nullptr) return MOEGRAD_STATUS_SUCCESS;
+    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
+                "%s: fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA "
+                "is %s",
+                op, moegrad_isa_name(isa));
+  }
+};
 
 class Op {
  public:

@@ -23,12 +23,15 @@ const char* op_name(OpKind kind) {
   return "?";
 }
 
-moegrad_status resolve_kernels(const moegrad_context** ctx, const kernels::GemmKernels** k) {
+moegrad_status resolve_kernels(const moegrad_context** ctx, OpKernels* k) {
   if (auto s = resolve_context(*ctx, ctx)) return s;
-  *k = kernels::gemm_kernels_for((*ctx)->isa);
-  if (*k == nullptr)
+  k->isa = (*ctx)->isa;
+  k->fast_bf16 = (*ctx)->fast_bf16;
+  k->exact = kernels::gemm_kernels_for(k->isa);
+  if (k->exact == nullptr)
     return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU",
-                moegrad_isa_name((*ctx)->isa));
+                moegrad_isa_name(k->isa));
+  k->bf16_pairs = k->fast_bf16 ? kernels::bf16_pair_kernels_for(k->isa) : nullptr;
   return MOEGRAD_STATUS_SUCCESS;
 }
 

@@ -12,13 +12,14 @@
 
 namespace moegrad::ops {
 
-// Resolves ctx (NULL: the default context) and its kernel table.
-moegrad_status resolve_kernels(const moegrad_context** ctx, const kernels::GemmKernels** kernels);
+// Resolves ctx (NULL: the default context) and its kernel tables, each
+// setting read once (another thread may change the context meanwhile).
+moegrad_status resolve_kernels(const moegrad_context** ctx, OpKernels* kernels);
 
 // Hands a planned op to a new executor (fills the outputs, clears the error).
 moegrad_status make_executor(std::unique_ptr<Op> op, size_t* workspace_bytes, moegrad_op_executor** executor);
 
-// OpT::init(const Args*, const GemmKernels&, int workers) validates and plans.
+// OpT::init(const Args*, const OpKernels&, int workers) validates and plans.
 template <typename OpT, typename Args>
 moegrad_status plan_op(const Args* args, const moegrad_context* ctx, size_t* workspace_bytes,
                        moegrad_op_executor** executor) {
@@ -26,11 +27,11 @@ moegrad_status plan_op(const Args* args, const moegrad_context* ctx, size_t* wor
     return fail(MOEGRAD_STATUS_NULL_POINTER, "get_workspace_size: workspace_bytes or executor is NULL");
   *executor = nullptr;
   *workspace_bytes = 0;
-  const kernels::GemmKernels* k = nullptr;
+  OpKernels k;
   if (auto s = resolve_kernels(&ctx, &k)) return s;
   std::unique_ptr<OpT> op(new (std::nothrow) OpT);
   if (!op) return fail(MOEGRAD_STATUS_OUT_OF_MEMORY, "cannot allocate an executor");
-  if (auto s = op->init(args, *k, ctx->num_threads)) return s;
+  if (auto s = op->init(args, k, ctx->num_threads)) return s;
   return make_executor(std::move(op), workspace_bytes, executor);
 }
 

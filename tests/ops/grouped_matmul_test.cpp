@@ -1,13 +1,15 @@
 // grouped_matmul (forward), grouped_matmul_weight_grad and moe_init_routing_grad
 // against float64 references on every ISA path; the two GEMMs against their
-// stated FMA chains, bit for bit; rounding of f16/bf16 outputs; accumulation;
-// empty experts; layouts; the non-fused path (grouped_matmul with weight^T,
-// then the scatter-add) giving grad-x's bits; and bitwise identical results
-// on every thread count and ISA path.
+// stated FMA chains, bit for bit, and in the fast bf16 mode against its pair
+// chains; rounding of f16/bf16 outputs; accumulation; empty experts;
+// layouts; the non-fused path (grouped_matmul with weight^T, then the
+// scatter-add) giving grad-x's bits; and bitwise identical results on every
+// thread count and ISA path.
 #include <moegrad/moegrad_layer.h>
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <sstream>
@@ -98,28 +100,72 @@ struct ForwardRun {
   moegrad_grouped_matmul_args args;
 };
 
-// The order moegrad_layer.h states for every GEMM, written out: one fp32
-// FMA chain per element over the reduction index, ascending, from +0.0
-// (inputs widened exactly), then a f16/bf16 output rounded once. Element
-// e of `got` (row-major bits) must be the chain over t < terms of
-// a(e, t) * b(e, t); checked for every element of the small cases, and
-// for about 4096 of the large ones (an odd step, so every column is met),
-// which keeps the run short under scripts/test_cpus.sh's emulated CPUs.
+// The order of a GEMM element: SPEC §5's, or the fast bf16 mode's.
+enum class Order { kExact, kFastBf16 };
+
+// A denormal reads (and is stored) as a zero of its sign, as vdpbf16ps does.
+float flushed(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
+
+// The orders written out from their definitions, for the terms t < terms
+// of a(t) * b(t). Exact (moegrad_layer.h, for every GEMM): one fp32 FMA
+// chain over t ascending from +0.0, inputs widened exactly. Fast bf16
+// (README, "Fast bf16 mode"): the terms padded with one zero to even
+// length, then for each pair m ascending, term 2m+1 then term 2m, every
+// input and every result flushed.
 template <typename A, typename B>
-::testing::AssertionResult is_fma_chain(const std::vector<uint64_t>& got, DType out, int64_t terms, A a, B b,
-                                        const std::string& context) {
+float chain(Order order, int64_t terms, A a, B b) {
+  float acc = 0.0f;
+  if (order == Order::kExact) {
+    for (int64_t t = 0; t < terms; ++t) acc = std::fma(a(t), b(t), acc);
+    return acc;
+  }
+  for (int64_t m = 0; 2 * m < terms; ++m) {
+    if (2 * m + 1 < terms) acc = flushed(std::fma(flushed(a(2 * m + 1)), flushed(b(2 * m + 1)), flushed(acc)));
+    acc = flushed(std::fma(flushed(a(2 * m)), flushed(b(2 * m)), flushed(acc)));
+  }
+  return acc;
+}
+
+// Element e of `got` (row-major bits) must be the chain over t < terms of
+// a(e, t) * b(e, t) in `order`, then a f16/bf16 output rounded once, a NaN
+// stored as the canonical NaN; checked for every element of the small
+// cases, and for about 4096 of the large ones (an odd step, so every column
+// is met), which keeps the run short under scripts/test_cpus.sh's emulated
+// CPUs. (A missing pair element is a zero term: fma(0, 0, acc) is acc, so
+// the loop above skips it.)
+template <typename A, typename B>
+::testing::AssertionResult is_chain(const std::vector<uint64_t>& got, DType out, int64_t terms, A a, B b,
+                                    const std::string& context, Order order = Order::kExact) {
   const size_t step = got.size() / 4096 | 1;
   for (size_t e = 0; e < got.size(); e += step) {
-    float acc = 0.0f;
-    for (int64_t t = 0; t < terms; ++t) acc = std::fma(a(e, t), b(e, t), acc);
+    float acc = chain(
+        order, terms, [&](int64_t t) { return a(e, t); }, [&](int64_t t) { return b(e, t); });
+    if (std::isnan(acc)) acc = std::bit_cast<float>(0x7fc00000u);
     const uint64_t want = out == DType::kF16    ? float_to_f16_bits(acc)
                           : out == DType::kBF16 ? float_to_bf16_bits(acc)
                                                 : float_bits(acc);
     if (got[e] != want)
       return ::testing::AssertionFailure() << context << ": element " << e << " has bits 0x" << std::hex << got[e]
-                                           << ", its FMA chain 0x" << want;
+                                           << ", its " << (order == Order::kExact ? "FMA" : "fast bf16 pair")
+                                           << " chain 0x" << want;
   }
   return ::testing::AssertionSuccess();
+}
+
+// y[i, n]: the chain over k of x[i, k] * w[g(i), k, n].
+::testing::AssertionResult forward_is_chain(const GemmCase& c, const ForwardRun& r, Order order) {
+  const std::vector<double> x = float_values(r.x), w = float_values(r.w);
+  std::vector<int64_t> expert_of;
+  for (int64_t g = 0; g < c.G(); ++g) expert_of.insert(expert_of.end(), c.counts[static_cast<size_t>(g)], g);
+  const auto row = [&](size_t e) { return static_cast<int64_t>(e) / c.N; };
+  return is_chain(
+      bit_values(r.y), c.out_dtype(), c.K,
+      [&](size_t e, int64_t k) { return static_cast<float>(x[static_cast<size_t>(row(e) * c.K + k)]); },
+      [&](size_t e, int64_t k) {
+        const int64_t g = expert_of[static_cast<size_t>(row(e))], n = static_cast<int64_t>(e) % c.N;
+        return static_cast<float>(w[static_cast<size_t>((g * c.K + k) * c.N + n)]);
+      },
+      c.describe(), order);
 }
 
 // The float64 comparisons (and the FMA chains) run on every ISA path the
@@ -137,19 +183,7 @@ TEST_P(OpsIsa, GroupedMatmulMatchesFloat64Reference) {
     const Ref64 ref = reference_grouped_matmul(r.x, r.w, c.counts);
     const int64_t terms = c.fill == Fill::kSmallInt ? 0 : c.K;  // small integers: exact
     EXPECT_TRUE(within_bound(r.y, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
-    // y[i, n]: the chain over k of x[i, k] * w[g(i), k, n].
-    const std::vector<double> x = float_values(r.x), w = float_values(r.w);
-    std::vector<int64_t> expert_of;
-    for (int64_t g = 0; g < c.G(); ++g) expert_of.insert(expert_of.end(), c.counts[static_cast<size_t>(g)], g);
-    const auto row = [&](size_t e) { return static_cast<int64_t>(e) / c.N; };
-    EXPECT_TRUE(is_fma_chain(
-        bit_values(r.y), c.out_dtype(), c.K,
-        [&](size_t e, int64_t k) { return static_cast<float>(x[static_cast<size_t>(row(e) * c.K + k)]); },
-        [&](size_t e, int64_t k) {
-          const int64_t g = expert_of[static_cast<size_t>(row(e))], n = static_cast<int64_t>(e) % c.N;
-          return static_cast<float>(w[static_cast<size_t>((g * c.K + k) * c.N + n)]);
-        },
-        c.describe()));
+    EXPECT_TRUE(forward_is_chain(c, r, Order::kExact));
     EXPECT_TRUE(r.y.sentinel_outside_view()) << c.describe();
   }
 }
@@ -202,6 +236,37 @@ struct WeightGradRun {
   moegrad_grouped_matmul_weight_grad_args args;
 };
 
+// grad_weight[g, k, n]: the chain over the expert's rows i of x[i, k] *
+// grad_y[i, n], from its first row (the fast mode's pairs too). An empty
+// expert's chain is empty: exact +0.0, checked on every element (each
+// must be written).
+::testing::AssertionResult weight_grad_is_chain(const GemmCase& c, const WeightGradRun& r, Order order) {
+  const std::vector<double> x = float_values(r.x), gy = float_values(r.gy);
+  const std::vector<int64_t> first = starts_of(c.counts);
+  const std::vector<uint64_t> got = bit_values(r.gw);
+  for (int64_t g = 0; g < c.G(); ++g) {
+    const auto begin = static_cast<size_t>(g * c.K * c.N), end = static_cast<size_t>((g + 1) * c.K * c.N);
+    const int64_t i0 = first[static_cast<size_t>(g)], rows = c.counts[static_cast<size_t>(g)];
+    const std::string what = c.describe() + " expert " + std::to_string(g);
+    if (rows == 0) {
+      for (size_t e = begin; e < end; ++e)
+        if (got[e] != 0u) return ::testing::AssertionFailure() << what << " element " << e << " is not +0.0";
+      continue;
+    }
+    const auto result = is_chain(
+        {got.begin() + static_cast<ptrdiff_t>(begin), got.begin() + static_cast<ptrdiff_t>(end)}, c.out_dtype(), rows,
+        [&](size_t e, int64_t i) {
+          return static_cast<float>(x[static_cast<size_t>((i0 + i) * c.K + static_cast<int64_t>(e) / c.N)]);
+        },
+        [&](size_t e, int64_t i) {
+          return static_cast<float>(gy[static_cast<size_t>((i0 + i) * c.N + static_cast<int64_t>(e) % c.N)]);
+        },
+        what, order);
+    if (!result) return result;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 TEST_P(OpsIsa, WeightGradMatchesFloat64Reference) {
   MGT_SKIP_UNLESS_AVAILABLE(GetParam());
   const auto ctx = make_context(GetParam(), 2);
@@ -214,53 +279,35 @@ TEST_P(OpsIsa, WeightGradMatchesFloat64Reference) {
     for (int64_t n : c.counts) longest = std::max(longest, n);
     const int64_t terms = c.fill == Fill::kSmallInt ? 0 : longest;
     EXPECT_TRUE(within_bound(r.gw, ref, terms, rounding_rel(c.out_dtype()), c.describe()));
-    // grad_weight[g, k, n]: the chain over the expert's rows i of x[i, k] *
-    // grad_y[i, n]. An empty expert's chain is empty: exact +0.0, checked
-    // on every element (each must be written).
-    const std::vector<double> x = float_values(r.x), gy = float_values(r.gy);
-    const std::vector<int64_t> first = starts_of(c.counts);
-    const std::vector<uint64_t> got = bit_values(r.gw);
-    for (int64_t g = 0; g < c.G(); ++g) {
-      const auto begin = static_cast<size_t>(g * c.K * c.N), end = static_cast<size_t>((g + 1) * c.K * c.N);
-      const int64_t i0 = first[static_cast<size_t>(g)], rows = c.counts[static_cast<size_t>(g)];
-      if (rows == 0) {
-        for (size_t e = begin; e < end; ++e)
-          ASSERT_EQ(got[e], 0u) << c.describe() << " expert " << g << " element " << e;
-        continue;
-      }
-      EXPECT_TRUE(is_fma_chain(
-          {got.begin() + static_cast<ptrdiff_t>(begin), got.begin() + static_cast<ptrdiff_t>(end)}, c.out_dtype(),
-          rows,
-          [&](size_t e, int64_t i) {
-            return static_cast<float>(x[static_cast<size_t>((i0 + i) * c.K + static_cast<int64_t>(e) / c.N)]);
-          },
-          [&](size_t e, int64_t i) {
-            return static_cast<float>(gy[static_cast<size_t>((i0 + i) * c.N + static_cast<int64_t>(e) % c.N)]);
-          },
-          c.describe() + " expert " + std::to_string(g)));
-    }
+    EXPECT_TRUE(weight_grad_is_chain(c, r, Order::kExact));
   }
 }
 
 // accumulate: grad_weight = old + c with one f32 add, c the overwrite result.
+// The same in the fast bf16 mode, where the path has its pair kernel.
 TEST_P(OpsIsa, WeightGradAccumulateAddsOnceInF32) {
   MGT_SKIP_UNLESS_AVAILABLE(GetParam());
-  const auto ctx = make_context(GetParam(), 2);
-  for (DType dtype : {DType::kF32, DType::kBF16})
-    for (bool strided : {false, true}) {
-      GemmCase c;
-      c.dtype = dtype, c.out_padded = strided;
-      WeightGradRun fresh(c, false), acc(c, true);
-      const auto old = float_values(acc.gw);
-      ASSERT_TRUE(call(fresh.args, ctx.get()).ok());
-      const Outcome out = call(acc.args, ctx.get());
-      ASSERT_TRUE(out.ok()) << out.describe();
-      const auto add = float_values(fresh.gw), got = float_values(acc.gw);
-      for (size_t e = 0; e < got.size(); ++e)
-        ASSERT_EQ(float_bits(static_cast<float>(got[e])),
-                  float_bits(static_cast<float>(old[e]) + static_cast<float>(add[e])))
-            << c.describe() << " element " << e;
-    }
+  for (bool fast : {false, true}) {
+    const auto ctx = make_context(GetParam(), 2, fast);
+    for (DType dtype : {DType::kF32, DType::kBF16})
+      for (bool strided : {false, true}) {
+        GemmCase c;
+        c.dtype = dtype, c.out_padded = strided;
+        const std::string what = c.describe() + (fast ? " fast bf16" : "");
+        WeightGradRun fresh(c, false), acc(c, true);
+        const auto old = float_values(acc.gw);
+        const Outcome first = call(fresh.args, ctx.get());
+        if (fast && first.status == MOEGRAD_STATUS_ISA_UNAVAILABLE && GetParam() != MOEGRAD_ISA_SCALAR) continue;
+        ASSERT_TRUE(first.ok()) << what << ": " << first.describe();
+        const Outcome out = call(acc.args, ctx.get());
+        ASSERT_TRUE(out.ok()) << what << ": " << out.describe();
+        const auto add = float_values(fresh.gw), got = float_values(acc.gw);
+        for (size_t e = 0; e < got.size(); ++e)
+          ASSERT_EQ(float_bits(static_cast<float>(got[e])),
+                    float_bits(static_cast<float>(old[e]) + static_cast<float>(add[e])))
+              << what << " element " << e;
+      }
+  }
 }
 
 TEST(GroupedMatmulWeightGrad, NoRowsGivesZeros) {
@@ -400,19 +447,121 @@ TEST_P(OpsIsa, SameBitsOnEveryThreadCountAndIsa) {
   }
 }
 
-// The fast bf16 mode is grad-x's alone: the layer operators keep the exact
-// order with it on, on every ISA (even one where grad-x would refuse it).
-TEST_P(OpsIsa, TheFastBf16ModeChangesNoLayerOperator) {
+// The fast bf16 mode's cases: forward_cases()'s layouts in bf16 (odd K and
+// odd expert starts, so pairs run from each expert's first row; a [G, N,
+// K] weight, column-major x and grad_y, strided outputs; two reduction
+// blocks and an expert of more than 256 rows), then non-finite values, then
+// denormal inputs and results, which the mode flushes (the case marks
+// that). f32 and f16 inputs ignore the mode: their cases keep the exact
+// order.
+struct FastCase {
+  GemmCase gemm;
+  bool denormals = false;
+};
+
+std::vector<FastCase> fast_bf16_cases() {
+  std::vector<FastCase> out;
+  for (GemmCase c : forward_cases()) {
+    if (c.dtype == DType::kF16 || (c.dtype == DType::kF32 && c.counts.size() == 5)) continue;
+    if (c.dtype == DType::kF32) out.push_back({c, false});  // the big case in f32: the mode does not apply
+    c.dtype = DType::kBF16;
+    out.push_back({c, false});
+  }
+  GemmCase c;
+  c.dtype = DType::kBF16, c.fill = Fill::kNonFinite, c.seed = 3;
+  out.push_back({c, false});
+  c.fill = Fill::kUniform, c.counts = {6, 3, 0, 40}, c.K = 37, c.N = 70, c.seed = 9;
+  out.push_back({c, true});
+  return out;
+}
+
+// Denormal bf16 inputs (read as zero by the mode) against large ones, whose
+// products would be normal, and tiny pairs whose products are denormal
+// (flushed): a[e] = +-2^-130 every third element, +-2^-70 every seventh;
+// b[e] = 2^100 every fifth, 2^-70 every eleventh.
+void add_denormals(HostTensor& a, int64_t a_rows, int64_t a_cols, HostTensor& b, int64_t b_rows, int64_t b_cols,
+                   bool b_3d = false, int64_t b_outer = 1) {
+  for (int64_t i = 0; i < a_rows; ++i)
+    for (int64_t j = 0; j < a_cols; ++j) {
+      const int64_t e = i * a_cols + j;
+      const float sign = e % 2 == 0 ? 1.0f : -1.0f;
+      if (e % 3 == 0) a.set_float(a.offset({i, j}), sign * std::ldexp(1.0f, -130));
+      else if (e % 7 == 0) a.set_float(a.offset({i, j}), sign * std::ldexp(1.0f, -70));
+    }
+  for (int64_t o = 0; o < b_outer; ++o)
+    for (int64_t i = 0; i < b_rows; ++i)
+      for (int64_t j = 0; j < b_cols; ++j) {
+        const int64_t e = (o * b_rows + i) * b_cols + j;
+        const int64_t at = b_3d ? b.offset({o, i, j}) : b.offset({i, j});
+        if (e % 5 == 0) b.set_float(at, std::ldexp(1.0f, 100));
+        else if (e % 11 == 0) b.set_float(at, std::ldexp(1.0f, -70));
+      }
+}
+
+// The order a context of `isa` in the fast bf16 mode runs for case c.
+Order fast_order(const GemmCase& c) { return c.dtype == DType::kBF16 ? Order::kFastBf16 : Order::kExact; }
+
+// README, "Fast bf16 mode": both GEMMs give the mode's pair chains, bit for
+// bit, on the scalar path (the emulation) and on avx512 where the CPU has
+// AVX512_BF16, on every thread count; avx2, which has no pair kernel,
+// refuses bf16 and leaves the outputs untouched (the next test: how).
+TEST_P(OpsIsa, FastBf16GemmsGiveThePairChains) {
   MGT_SKIP_UNLESS_AVAILABLE(GetParam());
-  const auto exact = make_context(GetParam(), 2);
-  const auto fast = make_context(GetParam(), 2, true);
-  const Outputs want = run_all(exact.get());
-  const Outputs got = run_all(fast.get());
-  const std::string what = run_label(GetParam(), 2) + ", fast bf16 vs exact";
-  EXPECT_TRUE(same_bits(got.y, want.y, "grouped_matmul " + what));
-  EXPECT_TRUE(same_bits(got.gw, want.gw, "weight_grad f32 " + what));
-  EXPECT_TRUE(same_bits(got.gw_narrow, want.gw_narrow, "weight_grad bf16 " + what));
-  EXPECT_TRUE(same_bits(got.gx, want.gx, "moe_init_routing_grad " + what));
+  for (int32_t threads : {1, 3}) {
+    const auto ctx = make_context(GetParam(), threads, true);
+    for (const FastCase& fc : fast_bf16_cases()) {
+      const GemmCase& c = fc.gemm;
+      const std::string what = c.describe() + (fc.denormals ? " denormals " : " ") + run_label(GetParam(), threads);
+      ForwardRun f(c);
+      WeightGradRun w(c, false);
+      if (fc.denormals) {
+        add_denormals(f.x, c.M(), c.K, f.w, c.K, c.N, true, c.G());
+        add_denormals(w.x, c.M(), c.K, w.gy, c.M(), c.N);
+      }
+      const Outcome fo = call(f.args, ctx.get());
+      if (GetParam() == MOEGRAD_ISA_AVX2 && c.dtype == DType::kBF16) {  // no pair kernel
+        EXPECT_EQ(fo.status, MOEGRAD_STATUS_ISA_UNAVAILABLE) << what << ": " << fo.describe();
+        EXPECT_EQ(call(w.args, ctx.get()).status, MOEGRAD_STATUS_ISA_UNAVAILABLE) << what;
+        EXPECT_TRUE(f.y.all_sentinel() && w.gw.all_sentinel()) << what;
+        continue;
+      }
+      if (fo.status == MOEGRAD_STATUS_ISA_UNAVAILABLE && GetParam() == MOEGRAD_ISA_AVX512)
+        GTEST_SKIP() << "no AVX512_BF16 on this CPU: " << fo.describe();
+      ASSERT_TRUE(fo.ok()) << what << ": " << fo.describe();
+      EXPECT_TRUE(forward_is_chain(c, f, fast_order(c))) << what;
+      const Outcome wo = call(w.args, ctx.get());
+      ASSERT_TRUE(wo.ok()) << what << ": " << wo.describe();
+      EXPECT_TRUE(weight_grad_is_chain(c, w, fast_order(c))) << what;
+      if (fc.denormals) {  // else nothing was flushed
+        EXPECT_FALSE(forward_is_chain(c, f, Order::kExact)) << what << ": the case must differ from the exact order";
+        EXPECT_FALSE(weight_grad_is_chain(c, w, Order::kExact)) << what << ": the case must differ from the exact order";
+      }
+    }
+  }
+}
+
+// A context in the fast bf16 mode whose path has no pair kernel (avx2)
+// refuses to plan a bf16 GEMM, as grad-x does, and leaves the output
+// untouched; f32 runs, in the exact order.
+TEST(FastBf16Ops, RefusedOnAvx2) {
+  MGT_SKIP_UNLESS_AVAILABLE(MOEGRAD_ISA_AVX2);
+  const auto ctx = make_context(MOEGRAD_ISA_AVX2, 2, true);
+  GemmCase c;
+  c.dtype = DType::kBF16;
+  for (bool one_shot : {false, true}) {
+    ForwardRun f(c);
+    WeightGradRun w(c, false);
+    for (const Outcome& o : {call(f.args, ctx.get(), one_shot), call(w.args, ctx.get(), one_shot)}) {
+      EXPECT_EQ(o.status, MOEGRAD_STATUS_ISA_UNAVAILABLE) << o.describe();
+      EXPECT_NE(o.message.find("fast bf16 mode needs AVX512_BF16"), std::string::npos) << o.message;
+    }
+    EXPECT_TRUE(f.y.all_sentinel());
+    EXPECT_TRUE(w.gw.all_sentinel());
+  }
+  c.dtype = DType::kF32;
+  ForwardRun f(c);
+  ASSERT_TRUE(call(f.args, ctx.get()).ok());
+  EXPECT_TRUE(forward_is_chain(c, f, Order::kExact));
 }
 
 // README, "NaN": every NaN an operator stores is the one canonical NaN

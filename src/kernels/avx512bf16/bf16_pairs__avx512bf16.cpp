@@ -28,10 +28,35 @@ using avx512::kRowsALd;
 // packed_gemm_tile never transposes them.
 #include "kernels/pack_pairs_strided.inc"
 
+// 16 pair words from two rows of an operand contiguous along its outer
+// dimension: word c = (lo[c], hi[c]) for the lanes in `lanes` (16-bit
+// elements; the others, and hi where it is null, zero).
+inline __m512i interleave_rows(const uint16_t* lo, const uint16_t* hi, __mmask16 lanes) {
+  const __m512i l = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, lo));
+  if (hi == nullptr) return l;
+  return _mm512_or_si512(l, _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(lanes, hi)), 16));
+}
+
+inline __mmask16 first_lanes(size_t n) { return n >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << n) - 1); }
+
 // B[m][c] = pair (b[k0+c, n0+2m], b[k0+c, n0+2m+1]): 16x16 transposes of
-// pair words where B is contiguous along the reduction.
+// pair words where B is contiguous along the reduction; where it is
+// contiguous along its outer dimension instead (the forward's weight, the
+// weight grad's grad_y), two reduction rows interleaved per pair row.
 void pack_b_pairs(const void* src, int64_t k_stride, int64_t n_stride, size_t k0, size_t nr, size_t n0, size_t kc,
                   float* b_packed) {
+  if (n_stride != 1 && k_stride == 1) {
+    const auto* base = static_cast<const uint16_t*>(src) + k0;
+    const __mmask16 lanes0 = first_lanes(nr), lanes1 = nr > 16 ? first_lanes(nr - 16) : __mmask16{0};
+    for (size_t m = 0; m < (kc + 1) / 2; ++m) {
+      const uint16_t* lo = base + static_cast<int64_t>(n0 + 2 * m) * n_stride;
+      const uint16_t* hi = 2 * m + 1 < kc ? lo + n_stride : nullptr;
+      _mm512_store_si512(b_packed + m * kNR, interleave_rows(lo, hi, lanes0));
+      _mm512_store_si512(b_packed + m * kNR + 16,
+                         interleave_rows(lo + 16, hi == nullptr ? nullptr : hi + 16, lanes1));
+    }
+    return;
+  }
   if (n_stride != 1) {
     pack_b_pairs_strided(src, k_stride, n_stride, k0, nr, n0, kc, b_packed);
     return;
@@ -88,7 +113,10 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
 
 void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const float* b_packed, float* c,
                                          size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
-  pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, avx512::NoPrefetch{});
+  // The weight grad's grad_weight tiles come from DRAM, as in the f32
+  // kernel (avx512/f32_gemm_ukernel_14x32__avx512f.cpp).
+  pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans,
+                          avx512::CTilePrefetcher(c, ldc, mr, nr, (kc + 1) / 2));
 }
 
 void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, const float* b_packed, float* c,
@@ -111,7 +139,28 @@ constinit const RowsAKernels kPairRowsAKernels = {
     nullptr,
 };
 
-constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs_strided};
+// A[m][r] = pair (a[rows[r], n0+2m], a[rows[r], n0+2m+1]), zero for r >= mr:
+// where the rows are consecutive and A is contiguous along them (the weight
+// grad's x^T), each pair row interleaves two of x's rows; element by element
+// otherwise.
+void pack_a_pairs(const void* src, int64_t row_stride, int64_t col_stride, const int32_t* rows, size_t mr, size_t n0,
+                  size_t kc, float* a_packed) {
+  bool consecutive = row_stride == 1;
+  for (size_t r = 1; r < mr && consecutive; ++r) consecutive = rows[r] == rows[0] + static_cast<int32_t>(r);
+  if (!consecutive) {
+    pack_a_pairs_strided(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
+    return;
+  }
+  const auto* base = static_cast<const uint16_t*>(src) + rows[0];
+  const __mmask16 lanes = first_lanes(mr), row = first_lanes(kMR);
+  for (size_t m = 0; m < (kc + 1) / 2; ++m) {
+    const uint16_t* lo = base + static_cast<int64_t>(n0 + 2 * m) * col_stride;
+    const uint16_t* hi = 2 * m + 1 < kc ? lo + col_stride : nullptr;
+    _mm512_mask_storeu_epi32(a_packed + m * kMR, row, interleave_rows(lo, hi, lanes));
+  }
+}
+
+constexpr PackAFn kPackAPairs[kNumDTypes] = {nullptr, nullptr, pack_a_pairs};
 constexpr PackBFn kPackBPairs[kNumDTypes] = {nullptr, nullptr, pack_b_pairs};
 constinit const GemmKernels kPairKernels = {
     MOEGRAD_ISA_AVX512, kMR, kNR, bf16_gemm_ukernel_14x32__avx512bf16, kPackAPairs, kPackBPairs,

@@ -54,7 +54,10 @@ struct GemmBlocking {
 // copied-rows kernels have that variant (RowsAKernels::ukernel_strided_b),
 // unless b_key names the panel the scratch already holds: each full
 // micro-panel by its first kernel call, which packs it for the others, the
-// last narrower one packed up front.
+// last narrower one packed up front. Any other B contiguous along its outer
+// dimension is packed a few reduction steps at a time across all panels,
+// and where A is copied rows, the kernel calls past the first panel
+// request the next reduction block's B rows into L2 meanwhile.
 // dest_rows: rows the caller will update with c's rows once the tile is done
 // (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
 // requested while the tile's last column pass runs (unless that is also the

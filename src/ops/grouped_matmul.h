@@ -41,7 +41,8 @@ class GroupedMatmulOp final : public Op {
   const kernels::GemmKernels* kernels_ = nullptr;
   TileBlocking blk_;
   int64_t col_blocks_ = 0;
-  BookedRegion group_start_, tile_start_;
+  // Per worker: the key of the weight panel its b_pack holds (run_tile).
+  BookedRegion group_start_, tile_start_, b_key_;
   GemmWorkerSlots slots_;
 };
 

@@ -81,6 +81,14 @@ std::vector<GemmCase> forward_cases() {
   out.push_back(big);
   big.dtype = DType::kBF16, big.f32_out = false, big.weight_nk = true;
   out.push_back(big);
+  // Experts of several row tiles with K one reduction block: a worker's
+  // next tile of an expert reuses the weight panel it packed, and the
+  // next expert's must not (the forward's b_key).
+  GemmCase tiles;
+  tiles.counts = {600, 3, 0, 260}, tiles.K = 40, tiles.N = 70, tiles.seed = 7;
+  out.push_back(tiles);
+  tiles.dtype = DType::kBF16;
+  out.push_back(tiles);
   return out;
 }
 

@@ -49,9 +49,10 @@ struct GemmBlocking {
 // panel (>= 0 enables reuse across calls with the same scratch), or -1. A is
 // reused only where it is packed transposed (a copied-rows A is copied
 // micro-panel by micro-panel as the kernel first reads it).
-// An f32 B contiguous along its outer dimension, rows a positive stride
-// apart, is read in place where A is copied rows and the table's
-// copied-rows kernels have that variant (RowsAKernels::ukernel_strided_b),
+// A B contiguous along its outer dimension, rows a positive stride apart,
+// is read in place where A is copied rows and the table's copied-rows
+// kernels have that variant for its dtype (RowsAKernels::ukernel_strided_b:
+// f32 on AVX-512, bf16 in the fast bf16 mode's AVX512_BF16 table),
 // unless b_key names the panel the scratch already holds: each full
 // micro-panel by its first kernel call, which packs it for the others, the
 // last narrower one packed up front. Any other B contiguous along its outer

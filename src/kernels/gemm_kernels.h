@@ -180,13 +180,14 @@ struct RowsAKernels {
   // odd kc padded with a zero element). Null for a dtype the table does not
   // take, which then packs transposed (pack_a).
   const PackGatheredRowsFn* pack;  // [kNumDTypes]
-  // The ukernel with an f32 B read in place (nr = NR), rows ldb floats
-  // apart, and stored packed ([kc][NR], 64-byte aligned) to b_packed as it
-  // is read unless that is null; null where the ISA packs every B before
-  // using it.
-  void (*ukernel_strided_b)(size_t kc, const float* a_rows, const float* b, size_t ldb, float* b_packed, float* c,
+  // The ukernel with a B of dtype strided_b_dtype read in place (nr = NR),
+  // rows ldb elements apart, and stored packed (as the table's pack_b
+  // stores it, 64-byte aligned) to b_packed as it is read unless that is
+  // null; null where the ISA packs every B before using it.
+  void (*ukernel_strided_b)(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed, float* c,
                             size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
                             const PrefetchRows& prefetch);
+  DType strided_b_dtype;
 };
 
 struct GemmKernels {

@@ -25,7 +25,8 @@ constinit const RowsAKernels kRowsAKernels = {
     kMaxStripKc,
     f32_gemm_ukernel_6x16_rows_a__avx2,
     pack_a_rows_6__avx2,
-    nullptr,
+    nullptr,  // no in-place B: every B is packed first
+    DType::kF32,
 };
 
 constinit const GemmKernels kGemmKernels = {

@@ -55,10 +55,11 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
   tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
 }
 
-void f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f(size_t kc, const float* a_rows, const float* b, size_t ldb,
+void f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f(size_t kc, const float* a_rows, const void* b_rows, size_t ldb,
                                                       float* b_packed, float* c, size_t ldc, size_t mr,
                                                       bool accumulate, bool canonical_nans,
                                                       const PrefetchRows& prefetch) {
+  const auto* b = static_cast<const float*>(b_rows);
   if (b_packed != nullptr) {
     tile_14x32<1, kRowsALd, RowsPrefetcher, true, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans,
                                                         RowsPrefetcher(prefetch), ldb, b_packed);

@@ -26,6 +26,7 @@ constinit const RowsAKernels kRowsAKernels = {
     f32_gemm_ukernel_14x32_rows_a__avx512f,
     pack_a_rows_14__avx512f,
     f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f,
+    DType::kF32,
 };
 
 constinit const GemmKernels kGemmKernels = {

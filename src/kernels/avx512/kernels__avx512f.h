@@ -18,7 +18,7 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
                                             const PrefetchRows& prefetch);
 // The same with B read in place: 32 columns of f32 rows ldb floats apart,
 // also stored packed to b_packed (64-byte aligned) unless it is null.
-void f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f(size_t kc, const float* a_rows, const float* b, size_t ldb,
+void f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f(size_t kc, const float* a_rows, const void* b, size_t ldb,
                                                       float* b_packed, float* c, size_t ldc, size_t mr,
                                                       bool accumulate, bool canonical_nans,
                                                       const PrefetchRows& prefetch);

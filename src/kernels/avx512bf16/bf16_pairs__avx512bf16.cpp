@@ -86,19 +86,53 @@ void pack_a_pair_rows(const void* src, int64_t row_stride, const int32_t* rows, 
   copy_pair_rows(static_cast<const uint16_t*>(src), offsets, mr, kMR, n0, kc, a_rows, kRowsALd);
 }
 
+// Pair row m of a 32-column B panel from two rows of raw bf16 (elements
+// 2m and 2m+1 of the reduction, 32 columns each; hi all zero past an odd
+// kc's end), as pack_b_pairs stores it: words 0-15 (w0) and 16-31 (w1),
+// word c = (lo[c], hi[c]). The 16-bit interleaves work within 128-bit
+// lanes (lo_words: columns 0-3, 8-11, 16-19, 24-27; hi_words: 4-7, ...),
+// so the lanes are put back in column order.
+__attribute__((always_inline)) inline void interleave_pair_row(__m512i lo, __m512i hi, __m512i* w0, __m512i* w1) {
+  const __m512i lo_words = _mm512_unpacklo_epi16(lo, hi), hi_words = _mm512_unpackhi_epi16(lo, hi);
+  *w0 = _mm512_permutex2var_epi64(lo_words, _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11), hi_words);
+  *w1 = _mm512_permutex2var_epi64(lo_words, _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15), hi_words);
+}
+
 // 28 accumulators; per pair: 2 B loads, 14 pair broadcasts, 28 vdpbf16ps.
 // A's pair m of row r sits at a[m * kMStep + r * kRStep] (32-bit words):
-// transposed ([pairs][14]) or copied rows ([14][kRowsALd]).
-template <size_t kMStep, size_t kRStep, class Prefetcher>
-__attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const float* a_words, const float* b_packed,
+// transposed ([pairs][14]) or copied rows ([14][kRowsALd]). B is packed,
+// or (kStridedB) raw bf16 rows ldb elements apart, interleaved into pairs
+// as they are read and (kCopyB) stored packed to b_copy for the panel's
+// other calls.
+template <size_t kMStep, size_t kRStep, class Prefetcher, bool kStridedB = false, bool kCopyB = false>
+__attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const float* a_words, const void* b,
                                                            float* c, size_t ldc, size_t mr, size_t nr,
-                                                           bool accumulate, bool canonical_nans, Prefetcher next) {
+                                                           bool accumulate, bool canonical_nans, Prefetcher next,
+                                                           size_t ldb = 0, float* b_copy = nullptr) {
   avx512::CTile<kMR> t(c, ldc, mr, nr, accumulate);
   const auto* a = reinterpret_cast<const int32_t*>(a_words);
-  for (size_t m = 0; m < (kc + 1) / 2; ++m) {
+  const auto* b_packed = static_cast<const float*>(b);
+  const auto* b_rows = static_cast<const uint16_t*>(b);
+  const size_t pairs = (kc + 1) / 2;
+  for (size_t m = 0; m < pairs; ++m) {
     next.step();
-    const __m512bh b0 = (__m512bh)_mm512_load_si512(b_packed);
-    const __m512bh b1 = (__m512bh)_mm512_load_si512(b_packed + 16);
+    __m512i w0, w1;
+    if constexpr (kStridedB) {
+      const __m512i lo = _mm512_loadu_si512(b_rows);
+      const __m512i hi = 2 * m + 1 < kc ? _mm512_loadu_si512(b_rows + ldb) : _mm512_setzero_si512();
+      interleave_pair_row(lo, hi, &w0, &w1);
+      b_rows += 2 * ldb;
+      if constexpr (kCopyB) {
+        _mm512_store_si512(b_copy, w0);
+        _mm512_store_si512(b_copy + 16, w1);
+        b_copy += kNR;
+      }
+    } else {
+      w0 = _mm512_load_si512(b_packed);
+      w1 = _mm512_load_si512(b_packed + 16);
+      b_packed += kNR;
+    }
+    const __m512bh b0 = (__m512bh)w0, b1 = (__m512bh)w1;
 #pragma GCC unroll 14
     for (size_t r = 0; r < kMR; ++r) {
       const __m512bh pair = (__m512bh)_mm512_set1_epi32(a[r * kRStep]);
@@ -106,7 +140,6 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
       t.hi[r] = _mm512_dpbf16_ps(t.hi[r], b1, pair);
     }
     a += kMStep;
-    b_packed += kNR;
   }
   t.store(c, ldc, mr, canonical_nans);
 }
@@ -126,6 +159,25 @@ void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, 
                                avx512::RowsPrefetcher(prefetch));
 }
 
+// A 32-column panel of a bf16 B contiguous along its outer dimension (the
+// forward's weight, grad-x's [G, N, K] one) read in place: the panel's
+// first call interleaves two weight rows per pair step and packs the
+// result for the panel's other calls, which saves the pack pass over the
+// weight, whose rows feed only one expert's tile.
+void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float* a_rows, const void* b, size_t ldb,
+                                                          float* b_packed, float* c, size_t ldc, size_t mr,
+                                                          bool accumulate, bool canonical_nans,
+                                                          const PrefetchRows& prefetch) {
+  if (b_packed != nullptr) {
+    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
+                                                                     canonical_nans, avx512::RowsPrefetcher(prefetch),
+                                                                     ldb, b_packed);
+  } else {
+    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
+                                                               canonical_nans, avx512::RowsPrefetcher(prefetch), ldb);
+  }
+}
+
 // Copying rather than transposing grad_y rows, each micro-panel on first
 // use while the call before requests the next one's rows, as the f32 engine
 // does: fast bf16 large-token took 0.93x the time with 1 thread, 0.95x with
@@ -136,7 +188,8 @@ constinit const RowsAKernels kPairRowsAKernels = {
     avx512::kMaxStripKc,
     bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
     kPackAPairRows,
-    nullptr,
+    bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16,
+    DType::kBF16,
 };
 
 // A[m][r] = pair (a[rows[r], n0+2m], a[rows[r], n0+2m+1]), zero for r >= mr:

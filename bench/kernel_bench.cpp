@@ -53,7 +53,7 @@ void BM_ukernel(benchmark::State& state) {
   Buffer c = make_buffer(k->mr * k->nr, 0.0f);
   size_t i = 0;
   for (auto _ : state) {
-    k->ukernel(kc, a.get() + (i++ % panels) * kc * k->mr, b.get(), c.get(), k->nr, k->mr, k->nr, false, false);
+    k->ukernel(kc, a.get() + (i++ % panels) * kc * k->mr, b.get(), c.get(), k->nr, k->mr, k->nr, false, false, {});
     benchmark::DoNotOptimize(c.get());
   }
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * static_cast<double>(k->mr * k->nr * kc),

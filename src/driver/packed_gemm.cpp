@@ -44,25 +44,27 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
   return {first, kIota.v + from, row_bytes, std::min(share, nkc - from), (k.nr * elem + 63) / 64 + (aligned ? 0 : 1),
           false};
 }
-// With B packed a sweep at a time from rows a whole row apart (B
-// contiguous along its outer dimension, not read in place), the kernel
-// calls of a block that request nothing else request the rows of B that
-// the next block packs, into L2: the pack pass then finds them there
-// instead of waiting on DRAM with no FMA to overlap (forward at
-// fine-grained size, a 16-bit weight, one thread: bf16 0.86x the time, the
-// fast bf16 mode 0.79x, f16 0.94x; at zmoe's, f16 0.96x, fast bf16 0.92x).
-// Call `call` of the block's `calls` such calls takes its share of the
-// next block's rows, all of their `cols` columns. Empty where there is
-// nothing to request.
-kernels::PrefetchRows next_b_block(const GemmOperand& b, size_t elem, size_t j0, size_t cols, size_t call,
-                                   size_t calls, size_t next_n0, size_t next_kc) {
+// With an operand packed a sweep at a time from rows a whole row apart
+// (contiguous along its outer dimension, not read in place), kernel calls
+// of a block that request nothing else request the rows of it that the
+// next block packs, into L2: the pack pass then finds them there instead
+// of waiting on DRAM with no FMA to overlap. B for the copied-rows kernels
+// (forward at fine-grained size, a 16-bit weight, one thread: bf16 0.86x
+// the time, the fast bf16 mode 0.79x, f16 0.94x; at zmoe's, f16 0.96x,
+// fast bf16 0.92x); A and B for the plain ones (the weight grad's x^T and
+// grad_y where an expert's rows take several blocks). Call `call` of the
+// block's `calls` such calls takes its share of the next block's rows,
+// all of their columns [col0, col0 + cols). Empty where there is nothing
+// to request.
+kernels::PrefetchRows next_block_rows(const GemmOperand& op, size_t elem, size_t col0, size_t cols, size_t call,
+                                      size_t calls, size_t next_n0, size_t next_kc) {
   const size_t share = (next_kc + calls - 1) / calls, from = call * share;
   if (from >= next_kc) return {};
-  const auto* first = static_cast<const std::byte*>(b.data) +
-                      (static_cast<int64_t>(next_n0) * b.reduce_stride + static_cast<int64_t>(j0)) *
+  const auto* first = static_cast<const std::byte*>(op.data) +
+                      (static_cast<int64_t>(next_n0) * op.reduce_stride + static_cast<int64_t>(col0)) *
                           static_cast<int64_t>(elem);
   const size_t lines = (reinterpret_cast<uintptr_t>(first) % 64 + cols * elem + 63) / 64;
-  return {first, kIota.v + from, b.reduce_stride * static_cast<int64_t>(elem), std::min(share, next_kc - from),
+  return {first, kIota.v + from, op.reduce_stride * static_cast<int64_t>(elem), std::min(share, next_kc - from),
           lines, true};
 }
 
@@ -124,12 +126,25 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   const bool strided_b = !reuse_b && rows_a != nullptr && rows_a->ukernel_strided_b != nullptr &&
                          blk.dtype == rows_a->strided_b_dtype && b.outer_stride == 1 && b.reduce_stride > 0 &&
                          blk.kc <= kMaxStridedKc;
-  // The calls that request the next block's B rows (next_b_block): the
-  // copied-rows kernels' (the others take no requests) past the first
-  // column panel (whose calls request A's next rows).
-  const size_t row_panels = (count + k.mr - 1) / k.mr, b_calls = ((cols + k.nr - 1) / k.nr - 1) * row_panels;
+  // The calls that request the next block's rows (next_block_rows): with
+  // copied rows of A, B's, from the calls past the first column panel
+  // (whose calls request A's next rows); with A packed transposed (the
+  // plain kernels), B's from the first calls of a block and A's from the
+  // rest, in proportion to their bytes, each where it is contiguous along
+  // its outer dimension (A: rows ascending, at most a few times as many
+  // columns apart as it has rows).
+  const size_t row_panels = (count + k.mr - 1) / k.mr, col_panels = (cols + k.nr - 1) / k.nr;
+  const size_t b_calls = rows_a != nullptr ? (col_panels - 1) * row_panels : 0;
   const bool sweep_b = !strided_b && rows_a != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
                        blk.kc <= kMaxStridedKc && b_calls > 0;
+  const size_t a_span = rows_a == nullptr && count > 0 && rows[count - 1] >= rows[0]
+                            ? static_cast<size_t>(rows[count - 1] - rows[0]) + 1
+                            : 0;
+  const bool plain_a = a_span > 0 && a_span <= 4 * count && a.outer_stride == 1 && a.reduce_stride > 0;
+  const bool plain_b = rows_a == nullptr && b.outer_stride == 1 && b.reduce_stride > 0;
+  const size_t plain_calls = blk.kc <= kMaxStridedKc ? col_panels * row_panels : 0;
+  const size_t plain_b_calls =
+      !plain_b ? 0 : !plain_a ? plain_calls : std::max<size_t>(plain_calls * cols / (cols + a_span), 1);
   for (size_t pc = 0; pc < total; pc += blk.kc) {
     const size_t kc = std::min(blk.kc, total - pc);
     const size_t n0 = static_cast<size_t>(p0) + pc;
@@ -175,8 +190,18 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
       for (size_t ir = 0; ir < count; ir += k.mr) {
         float* ap = scratch->a_pack + (ir / k.mr) * a_panel;
         if (rows_a == nullptr) {
+          kernels::PrefetchRows next;
+          if (pc + kc < total && plain_calls > 0) {
+            const size_t call = jr / k.nr * row_panels + ir / k.mr, next_kc = std::min(blk.kc, total - pc - kc);
+            if (call < plain_b_calls) {
+              next = next_block_rows(b, elem, j0, cols, call, plain_b_calls, n0 + kc, next_kc);
+            } else if (plain_a && plain_calls > plain_b_calls) {
+              next = next_block_rows(a, elem, static_cast<size_t>(rows[0]), a_span, call - plain_b_calls,
+                                     plain_calls - plain_b_calls, n0 + kc, next_kc);
+            }
+          }
           k.ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),
-                    pc > 0, canonical_nans);
+                    pc > 0, canonical_nans, next);
           continue;
         }
         // Copied rows: each micro-panel is copied on first use, and the
@@ -200,8 +225,8 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
           next = next_b_panel(k, b, elem, j0, cols, jr, ir, count, n0, kc,
                               pc + kc < total ? std::min(blk.kc, total - pc - kc) : 0);
         if (sweep_b && pc + kc < total && jr > 0 && next.count == 0)
-          next = next_b_block(b, elem, j0, cols, (jr / k.nr - 1) * row_panels + ir / k.mr, b_calls, n0 + kc,
-                              std::min(blk.kc, total - pc - kc));
+          next = next_block_rows(b, elem, j0, cols, (jr / k.nr - 1) * row_panels + ir / k.mr, b_calls, n0 + kc,
+                                 std::min(blk.kc, total - pc - kc));
         if (blk.canonical_nans && next.count == 0)
           next = c_tile_lines(c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr));
         if (strided_b && ir == 0 && jr + k.nr <= cols) {

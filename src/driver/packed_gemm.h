@@ -57,8 +57,10 @@ struct GemmBlocking {
 // micro-panel by its first kernel call, which packs it for the others, the
 // last narrower one packed up front. Any other B contiguous along its outer
 // dimension is packed a few reduction steps at a time across all panels,
-// and where A is copied rows, the kernel calls past the first panel
-// request the next reduction block's B rows into L2 meanwhile.
+// and the kernel calls request the next reduction block's rows into L2
+// meanwhile: B's where A is copied rows (the calls past the first panel),
+// B's and A's (where A too is contiguous along its outer dimension, rows
+// ascending) where A is packed transposed.
 // dest_rows: rows the caller will update with c's rows once the tile is done
 // (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
 // requested while the tile's last column pass runs (unless that is also the

@@ -29,8 +29,12 @@ namespace moegrad::kernels {
 // over the whole tile, 1.10x and 1.22x with a vector pass that stores only
 // NaNs, and more with one over each micro-tile just stored; with two
 // threads 1.01x in registers.
+// prefetch: lines to request while the call runs (the driver's: the next
+// reduction block's operands), which the scalar kernels ignore.
+struct PrefetchRows;
 using GemmUkernelFn = void (*)(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                               size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans);
+                               size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                               const PrefetchRows& prefetch);
 
 // The packers serve every operator's GEMM (driver/packed_gemm.h), so they
 // name their operands A and B, not grad-x's tensors: A is the operand whose

@@ -66,8 +66,14 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
 }  // namespace
 
 void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
-  tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
+                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                 const PrefetchRows& prefetch) {
+  // Only a call with rows to request carries their walk (as on AVX-512).
+  if (prefetch.count == 0) {
+    tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
+  } else {
+    tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
+  }
 }
 
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,

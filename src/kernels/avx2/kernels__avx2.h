@@ -10,7 +10,8 @@ inline constexpr size_t kMR = 6;
 inline constexpr size_t kNR = 16;
 
 void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans);
+                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                 const PrefetchRows& prefetch);
 extern const PackAFn pack_a_6__avx2[kNumDTypes];
 extern const PackBFn pack_b_16__avx2[kNumDTypes];
 void f32_add_row__avx2(float* dst, const float* src, size_t n);

@@ -10,7 +10,8 @@ inline constexpr size_t kMR = 14;
 inline constexpr size_t kNR = 32;
 
 void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const float* b_packed,
-                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans);
+                                     float* c, size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                     const PrefetchRows& prefetch);
 extern const PackAFn pack_a_14__avx512f[kNumDTypes];
 // The same tile with A as 14 copied rows, [kMR][kRowsALd].
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,

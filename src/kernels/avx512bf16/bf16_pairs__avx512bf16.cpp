@@ -145,11 +145,18 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
 }
 
 void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                         size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
+                                         size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                         const PrefetchRows& prefetch) {
   // The weight grad's grad_weight tiles come from DRAM, as in the f32
   // kernel (avx512/f32_gemm_ukernel_14x32__avx512f.cpp).
-  pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans,
-                          avx512::CTilePrefetcher(c, ldc, mr, nr, (kc + 1) / 2));
+  // (and only a call with rows to request carries their walk, as there)
+  const avx512::CTilePrefetcher tile_lines(c, ldc, mr, nr, (kc + 1) / 2);
+  if (prefetch.count == 0) {
+    pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, tile_lines);
+  } else {
+    pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans,
+                            avx512::BothPrefetchers(tile_lines, avx512::RowsPrefetcher(prefetch)));
+  }
 }
 
 void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, const float* b_packed, float* c,

@@ -37,7 +37,7 @@ float dot_pair(uint32_t a, uint32_t b, float acc) {
 #include "kernels/pack_pairs_strided.inc"
 
 void bf16_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float* b_packed, float* c, size_t ldc,
-                                   size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
+                                   size_t mr, size_t nr, bool accumulate, bool canonical_nans, const PrefetchRows&) {
   float acc[kMR][kNR] = {};
   if (accumulate) {
     for (size_t r = 0; r < mr; ++r)

@@ -7,7 +7,8 @@ namespace moegrad::kernels::scalar {
 
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1, one chain per element.
 void f32_gemm_ukernel_4x8__scalar(size_t kc, const float* a_packed, const float* b_packed, float* c,
-                                  size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans) {
+                                  size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                  const PrefetchRows&) {
   float acc[kMR][kNR] = {};
   if (accumulate) {
     for (size_t r = 0; r < mr; ++r)

@@ -89,7 +89,9 @@ def _first_order_only(grad, *depends_on):
 def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacity=None):
     """The expert layer: returns (y, expanded_row_idx, group_list); gradients
     flow to x and weight in their dtypes. context: a moegrad.Context (threads,
-    ISA) or None for the package default. capacity / active_num drop slots as
+    ISA; fast_bf16=True runs all three bf16 GEMMs, forward, grad_x and
+    grad_weight, in the fast bf16 mode's pair order) or None for the package
+    default. capacity / active_num drop slots as
     moegrad.moe_init_routing does (y then has fewer rows; a dropped slot
     contributes nothing and gets no gradient). Under torch.autocast("cpu")
     the layer is a matmul as torch's are: x and weight are cast to the

@@ -123,7 +123,8 @@ MOEGRAD_API moegrad_status moegrad_moe_init_routing_run(const moegrad_moe_init_r
 
 /* ---- grouped_matmul (forward) -----------------------------------------------
  *
- *   y[i, n] = sum_{k=0}^{K-1} x[i, k] * weight[g(i), k, n]    (fp32 FMA chain, ascending k)
+ *   y[i, n] = sum_{k=0}^{K-1} x[i, k] * weight[g(i), k, n]    (fp32 FMA chain, ascending k;
+ *                                                              fast bf16 mode: its pair chain, pairs from k = 0)
  *
  * y is float32 or x's dtype; a f16/bf16 y is the f32 chain rounded once (to
  * nearest even). weight may be any strided view, e.g. a [G, N, K] buffer seen
@@ -151,6 +152,7 @@ MOEGRAD_API moegrad_status moegrad_grouped_matmul_run(const moegrad_grouped_matm
  *
  *   c[g, k, n] = sum_{i = start_g}^{start_g + count_g - 1} x[i, k] * grad_y[i, n]
  *                (fp32 FMA chain over the expert's rows, ascending i, from +0.0;
+ *                 fast bf16 mode: its pair chain, pairs from i = start_g;
  *                 an empty expert gives exact +0.0)
  *   grad_weight[g, k, n] = c                        (accumulate = 0; f32, or rounded once to x's dtype)
  *   grad_weight[g, k, n] = grad_weight + c          (accumulate = 1; one f32 add, float32 grad_weight only)

@@ -90,7 +90,8 @@ def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacit
     """The expert layer: returns (y, expanded_row_idx, group_list); gradients
     flow to x and weight in their dtypes. context: a moegrad.Context (threads,
     ISA; fast_bf16=True runs all three bf16 GEMMs, forward, grad_x and
-    grad_weight, in the fast bf16 mode's pair order) or None for the package
+    grad_weight, in the fast bf16 mode's pair order, and on a CPU without
+    AVX512_BF16 refuses bf16 from the forward on) or None for the package
     default. capacity / active_num drop slots as
     moegrad.moe_init_routing does (y then has fewer rows; a dropped slot
     contributes nothing and gets no gradient). Under torch.autocast("cpu")

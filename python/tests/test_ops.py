@@ -362,9 +362,9 @@ def test_fast_bf16_is_a_context_setting():
 def test_the_fast_bf16_mode_runs_the_layer_gemms_too():
     """A fast-bf16 context runs grouped_matmul and its weight grad in the
     mode's order too (README, Fast bf16 mode): a bf16 denormal times 1.0 is
-    zero there and kept in the exact mode; pairs start at each expert's
-    first row (an expert of one row, then of two); the hardware path gives
-    the emulation's bits; f32 inputs keep the exact order."""
+    zero there and kept in the exact mode; the weight grad's pairs start at
+    each expert's first row; the hardware path gives the emulation's bits;
+    f32 inputs keep the exact order."""
     x = torch.zeros(3, 2, dtype=torch.bfloat16)
     x.view(torch.int16)[:, 0] = 1  # 2^-133
     w, gl = torch.ones(2, 2, 3, dtype=torch.bfloat16), torch.tensor([1, 2])
@@ -375,6 +375,15 @@ def test_the_fast_bf16_mode_runs_the_layer_gemms_too():
                                                 context=ctx)
         assert y.view(torch.int32).tolist() == [[want] * 3] * 3
         assert gw.view(torch.int32)[:, 0].tolist() == [[want] * 3, [2 * want] * 3]
+    # An expert of rows 1..3 after one of row 0: paired from its first row,
+    # (1, 2) then (3, pad), its terms add as row 2, row 1, row 3: 1 + 2^-24
+    # rounds to 1, and so does 1 + 2^-24 again. Paired from row 0 instead,
+    # (0, 1), (2, 3), they would add as row 1, row 3, row 2: 2^-24 + 2^-24
+    # first, then 1 + 2^-23, which is exact.
+    x = torch.tensor([[1.0], [2.0 ** -24], [1.0], [2.0 ** -24]], dtype=torch.bfloat16)
+    gw = moegrad.grouped_matmul_weight_grad(x, torch.ones(4, 1, dtype=torch.bfloat16), torch.tensor([1, 3]),
+                                            out_dtype="float32", context=fast)
+    assert gw.flatten().tolist() == [1.0, 1.0]
     x32 = torch.rand(3, 2)
     assert torch.equal(moegrad.grouped_matmul(x32, w.float(), gl, context=fast).view(torch.int32),
                        moegrad.grouped_matmul(x32, w.float(), gl, context=exact).view(torch.int32))

@@ -49,9 +49,9 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
 // of a block that request nothing else request the rows of it that the
 // next block packs, into L2: the pack pass then finds them there instead
 // of waiting on DRAM with no FMA to overlap. B for the copied-rows kernels
-// (forward at fine-grained size, a 16-bit weight, one thread: bf16 0.86x
-// the time, the fast bf16 mode 0.79x, f16 0.94x; at zmoe's, f16 0.96x,
-// fast bf16 0.92x); A and B for the plain ones (the weight grad's x^T and
+// (forward at fine-grained size, a 16-bit weight in the exact order, one
+// thread: bf16 0.86x the time, f16 0.94x; at zmoe's, f16 0.96x); A and B
+// for the plain ones (the weight grad's x^T and
 // grad_y where an expert's rows take several blocks). Call `call` of the
 // block's `calls` such calls takes its share of the next block's rows,
 // all of their columns [col0, col0 + cols). Empty where there is nothing

@@ -1,7 +1,8 @@
 // grouped_matmul (forward): y[i, :] = x[i, :] @ weight[g(i)] for the rows
 // i of each expert g, on the packed GEMM engine (driver/packed_gemm.h).
 //
-//   y[i, n] = sum_{k=0}^{K-1} x[i, k] * weight[g, k, n]   (fp32 FMA chain, ascending k)
+//   y[i, n] = sum_{k=0}^{K-1} x[i, k] * weight[g, k, n]   (fp32 FMA chain, ascending k;
+//                                                          the fast bf16 mode: its pair chain from k = 0)
 //
 // Engine operands: A = x rows (outer = row stride, reduce = K stride), B =
 // weight[g] seen as [N, K] (outer = n stride, reduce = k stride).

@@ -1,7 +1,8 @@
 // grouped_matmul_weight_grad: d_weight[g] = x_g^T @ grad_y_g for the rows of
 // each expert g (the seed's separate d_weight operator).
 //
-//   c[g, k, n] = sum_{i in rows of g, ascending} x[i, k] * grad_y[i, n]   (fp32 FMA chain from +0.0)
+//   c[g, k, n] = sum_{i in rows of g, ascending} x[i, k] * grad_y[i, n]   (fp32 FMA chain from +0.0;
+//                the fast bf16 mode: its pair chain, pairs from the expert's first row)
 //   grad_weight[g, k, n] = c, or grad_weight + c when accumulating
 //
 // Engine operands: A = x seen as [K, M] (outer = x column stride, reduce = x

@@ -22,10 +22,11 @@ constexpr size_t kNR = 32;
 // the f32 engine's length holds any kc <= avx512::kMaxStripKc twice over.
 using avx512::kRowsALd;
 
-// pack_a_pairs_strided packs A element by element: for an A strided along
-// the reduction. Contiguous rows are copied instead (pack_a_pair_rows):
-// every reduction block the plan makes fits a copied row, so
-// packed_gemm_tile never transposes them.
+// pack_a_pairs_strided packs A element by element, where A is strided
+// along the reduction and its rows are neither contiguous (those are
+// copied, pack_a_pair_rows: every reduction block the plan makes fits a
+// copied row, so packed_gemm_tile never transposes them) nor consecutive
+// and contiguous along the outer dimension (interleaved, pack_a_pairs).
 #include "kernels/pack_pairs_strided.inc"
 
 // 16 pair words from two rows of an operand contiguous along its outer
@@ -118,10 +119,10 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
     next.step();
     __m512i w0, w1;
     if constexpr (kStridedB) {
-      const __m512i lo = _mm512_loadu_si512(b_rows);
-      const __m512i hi = 2 * m + 1 < kc ? _mm512_loadu_si512(b_rows + ldb) : _mm512_setzero_si512();
+      const uint16_t* lo_row = b_rows + 2 * m * ldb;  // (no pointer past the weight's last row)
+      const __m512i lo = _mm512_loadu_si512(lo_row);
+      const __m512i hi = 2 * m + 1 < kc ? _mm512_loadu_si512(lo_row + ldb) : _mm512_setzero_si512();
       interleave_pair_row(lo, hi, &w0, &w1);
-      b_rows += 2 * ldb;
       if constexpr (kCopyB) {
         _mm512_store_si512(b_copy, w0);
         _mm512_store_si512(b_copy + 16, w1);
@@ -149,7 +150,7 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
                                          const PrefetchRows& prefetch) {
   // The weight grad's grad_weight tiles come from DRAM, as in the f32
   // kernel (avx512/f32_gemm_ukernel_14x32__avx512f.cpp).
-  // (and only a call with rows to request carries their walk, as there)
+  // Only a call with rows to request carries their walk, as there.
   const avx512::CTilePrefetcher tile_lines(c, ldc, mr, nr, (kc + 1) / 2);
   if (prefetch.count == 0) {
     pair_tile_14x32<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, tile_lines);

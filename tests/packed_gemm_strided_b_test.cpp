@@ -8,7 +8,8 @@
 // panels and a narrower last one (packed), no full panel at all, rows of B
 // that start mid-line (a leading dimension that is no multiple of 16, a
 // column offset), gathered A rows, and every column and row outside the
-// tile left as it was.
+// tile left as it was; and the same in the fast bf16 mode's tables, against
+// its pair chain.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -25,6 +26,8 @@
 #include "driver/packed_gemm.h"
 #include "kernels/gemm_kernels.h"
 #include "aligned_floats.h"
+#include "fast_bf16_chain.h"
+#include "float_formats.h"
 #include "runner.h"
 
 namespace {
@@ -44,6 +47,86 @@ struct Case {
 // Whether the table reads such a B in place (AVX-512's).
 bool reads_b_in_place(const GemmKernels& k) { return k.rows_a != nullptr && k.rows_a->ukernel_strided_b != nullptr; }
 
+// Case cs's operands, random in [-1, 1) from `seed`, as elements of T
+// (convert: from float): A, a [count + 2, p0 + len] buffer whose rows the
+// tile gathers (in reverse); B, [p0 + len, ldb], element (j, p) at
+// b[p * ldb + j], on a 64-byte boundary, so that a leading dimension of
+// whole lines gives rows that start on a line.
+template <typename T>
+struct Operands {
+  template <typename Convert>
+  Operands(const Case& cs, uint32_t seed, Convert convert)
+      : a_ld(cs.p0 + cs.len),
+        ldb(cs.j0 + cs.cols + cs.ldb_extra),
+        a((cs.count + 2) * a_ld),
+        b_buf(((cs.p0 + cs.len) * ldb * sizeof(T) + sizeof(float) - 1) / sizeof(float)) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (T& v : a) v = convert(value(rng));
+    for (size_t i = 0; i < (cs.p0 + cs.len) * ldb; ++i) b()[i] = convert(value(rng));
+  }
+  T* b() const { return reinterpret_cast<T*>(b_buf.data.get()); }
+
+  size_t a_ld, ldb;
+  std::vector<T> a;
+  mgt::AlignedFloats b_buf;
+};
+
+// The cases, for a table's MR and NR (`odd` added to two lengths).
+std::vector<Case> tile_cases(const GemmKernels& k, size_t odd) {
+  const size_t kc = 256;
+  return {
+      {2 * k.mr + 3, 2 * k.nr + 5, 600 + odd, 7, 3, 5},  // three blocks, a narrow last panel, rows mid-line
+      {k.mr, 3 * k.nr, kc, 0, 0, 0},                     // one block, whole aligned panels
+      {1, k.nr, 1, 0, 0, 0},                             // one row, one step
+      {5, k.nr - 3, 40 + odd, 1, 0, 2},                  // no full panel: all packed
+      {3 * k.mr, 4 * k.nr, 2 * kc + 1, 16, k.nr, 0},      // a last block of one step
+  };
+}
+
+std::string case_label(const GemmKernels& k, const Case& cs, const char* tag) {
+  std::ostringstream what;
+  what << mgt::isa_label(k.isa) << tag << ": count " << cs.count << ", cols " << cs.cols << ", len " << cs.len
+       << ", ldb cols+j0+" << cs.ldb_extra << ", j0 " << cs.j0 << ", p0 " << cs.p0;
+  return what.str();
+}
+
+// packed_gemm_tile on case cs, elements of `dtype`: A's count rows gathered
+// (in reverse) from a [count + 2, a_ld] buffer, B's element (j, p) at
+// b[p * ldb + j], reduction block 256; C has two columns beyond the tile
+// and one row below it. Element (r, j) must have the bits of want(row, j)
+// (row: r's row of A), and nothing outside the tile may be written.
+template <typename Want>
+void check_tile(const GemmKernels& k, DType dtype, const Case& cs, const void* a, size_t a_ld, const void* b,
+                size_t ldb, Want want) {
+  const size_t kc = 256, a_rows = cs.count + 2;
+  std::vector<int32_t> rows(cs.count);
+  for (size_t r = 0; r < cs.count; ++r) rows[r] = static_cast<int32_t>(a_rows - 1 - r);
+  const GemmOperand ao{a, static_cast<int64_t>(a_ld), 1};
+  const GemmOperand bo{b, 1, static_cast<int64_t>(ldb)};
+  mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, cs.count, kc) + 64), b_pack((cs.cols + k.nr) * kc + 64);
+  PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
+  const size_t ldc = cs.cols + 2;
+  std::vector<float> c((cs.count + 1) * ldc, std::bit_cast<float>(kUnwritten));
+  const GemmBlocking blk{&k, dtype, kc, false};
+  moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), cs.count, bo, cs.j0, cs.cols, static_cast<int64_t>(cs.p0),
+                                    static_cast<int64_t>(cs.len), c.data(), ldc, &scratch, -1, -1);
+  size_t wrong = 0, touched = 0;
+  for (size_t r = 0; r <= cs.count; ++r)
+    for (size_t j = 0; j < ldc; ++j) {
+      const uint32_t got = std::bit_cast<uint32_t>(c[r * ldc + j]);
+      if (r == cs.count || j >= cs.cols) {
+        touched += got != kUnwritten;
+        continue;
+      }
+      const float expected = want(static_cast<size_t>(rows[r]), j);
+      if (got != std::bit_cast<uint32_t>(expected) && wrong++ < 3)
+        ADD_FAILURE() << "c[" << r << "][" << j << "] = " << c[r * ldc + j] << ", its chain gives " << expected;
+    }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(touched, 0u) << "elements outside the tile were written";
+}
+
 TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
   bool in_place_seen = false;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
@@ -51,68 +134,54 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
     if (kp == nullptr) continue;
     const GemmKernels& k = *kp;
     in_place_seen |= reads_b_in_place(k);
-    const size_t kc = 256;
-    const Case cases[] = {
-        {2 * k.mr + 3, 2 * k.nr + 5, 600, 7, 3, 5},  // three blocks, a narrow last panel, rows mid-line
-        {k.mr, 3 * k.nr, kc, 0, 0, 0},               // one block, whole aligned panels
-        {1, k.nr, 1, 0, 0, 0},                       // one row, one step
-        {5, k.nr - 3, 40, 1, 0, 2},                  // no full panel: all packed
-        {3 * k.mr, 4 * k.nr, 2 * kc + 1, 16, k.nr, 0},  // a last block of one step
-    };
-    for (const Case& cs : cases) {
-      std::ostringstream what;
-      what << mgt::isa_label(k.isa) << ": count " << cs.count << ", cols " << cs.cols << ", len " << cs.len
-           << ", ldb cols+j0+" << cs.ldb_extra << ", j0 " << cs.j0 << ", p0 " << cs.p0;
-      SCOPED_TRACE(what.str());
-      std::mt19937 rng(11);
-      std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-      // A: count rows gathered (in reverse) from a [count + 2, p0 + len]
-      // buffer; B: [p0 + len, ldb], element (j, p) at b[p * ldb + j].
-      const size_t a_rows = cs.count + 2, a_ld = cs.p0 + cs.len, ldb = cs.j0 + cs.cols + cs.ldb_extra;
-      // B on a 64-byte boundary, so a leading dimension that is a multiple
-      // of 16 gives rows that start on a line.
-      std::vector<float> a(a_rows * a_ld);
-      const size_t b_floats = (cs.p0 + cs.len) * ldb;
-      mgt::AlignedFloats b_buf(b_floats);
-      float* const b = b_buf.data.get();
-      for (float& v : a) v = value(rng);
-      for (size_t i = 0; i < b_floats; ++i) b[i] = value(rng);
-      std::vector<int32_t> rows(cs.count);
-      for (size_t r = 0; r < cs.count; ++r) rows[r] = static_cast<int32_t>(a_rows - 1 - r);
-      const GemmOperand ao{a.data(), static_cast<int64_t>(a_ld), 1};
-      const GemmOperand bo{b, 1, static_cast<int64_t>(ldb)};
-      mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, cs.count, kc) + 64),
-          b_pack((cs.cols + k.nr) * kc + 64);
-      PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
-      // c has two columns beyond the tile and one row below it.
-      const size_t ldc = cs.cols + 2;
-      std::vector<float> c((cs.count + 1) * ldc, std::bit_cast<float>(kUnwritten));
-      const GemmBlocking blk{&k, DType::kF32, kc, false};
-      moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), cs.count, bo, cs.j0, cs.cols,
-                                        static_cast<int64_t>(cs.p0), static_cast<int64_t>(cs.len), c.data(), ldc,
-                                        &scratch, -1, -1);
-      size_t wrong = 0, touched = 0;
-      for (size_t r = 0; r <= cs.count; ++r)
-        for (size_t j = 0; j < ldc; ++j) {
-          const uint32_t got = std::bit_cast<uint32_t>(c[r * ldc + j]);
-          if (r == cs.count || j >= cs.cols) {
-            touched += got != kUnwritten;
-            continue;
-          }
-          float acc = 0.0f;
-          for (size_t p = 0; p < cs.len; ++p)
-            acc = std::fma(a[static_cast<size_t>(rows[r]) * a_ld + cs.p0 + p], b[(cs.p0 + p) * ldb + cs.j0 + j], acc);
-          if (got != std::bit_cast<uint32_t>(acc) && wrong++ < 3)
-            ADD_FAILURE() << "c[" << r << "][" << j << "] = " << c[r * ldc + j] << ", the FMA chain gives " << acc;
-        }
-      EXPECT_EQ(wrong, 0u);
-      EXPECT_EQ(touched, 0u) << "elements outside the tile were written";
+    for (const Case& cs : tile_cases(k, 0)) {
+      SCOPED_TRACE(case_label(k, cs, ""));
+      const Operands<float> o(cs, 11, [](float v) { return v; });
+      const std::vector<float>& a = o.a;
+      const float* const b = o.b();
+      const size_t a_ld = o.a_ld, ldb = o.ldb;
+      check_tile(k, DType::kF32, cs, a.data(), a_ld, b, ldb, [&](size_t row, size_t j) {
+        float acc = 0.0f;
+        for (size_t p = 0; p < cs.len; ++p) acc = std::fma(a[row * a_ld + cs.p0 + p], b[(cs.p0 + p) * ldb + cs.j0 + j], acc);
+        return acc;
+      });
     }
   }
   // Where the CPU runs AVX-512, its table has the in-place kernel (that
   // packed_gemm_tile takes it is AKeyedPanelIsReusedOnlyWhenWhole's check).
   if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX512) != nullptr) {
     EXPECT_TRUE(in_place_seen);
+  }
+}
+
+// The same cases in the fast bf16 mode's tables (the scalar emulation's,
+// and AVX512_BF16's, whose copied-rows kernel reads a bf16 B in place,
+// two rows interleaved per pair step): each element must be the mode's
+// pair chain (tests/support/fast_bf16_chain.h) from the tile's first
+// reduction step, bit for bit; odd lengths end with a half pair, and the
+// reduction blocks (256) keep the pairs of one tile aligned.
+TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX512}) {
+    const GemmKernels* kp = moegrad::kernels::bf16_pair_kernels_for(isa);
+    if (kp == nullptr) continue;
+    const GemmKernels& k = *kp;
+    if (isa == MOEGRAD_ISA_AVX512) {
+      ASSERT_NE(k.rows_a, nullptr);
+      EXPECT_EQ(k.rows_a->strided_b_dtype, DType::kBF16) << "the AVX512_BF16 table reads a bf16 B in place";
+    }
+    for (const Case& cs : tile_cases(k, 1)) {  // odd lengths: a half pair at the end
+      SCOPED_TRACE(case_label(k, cs, " pairs"));
+      const Operands<uint16_t> o(cs, 13, mgt::float_to_bf16_bits);
+      const std::vector<uint16_t>& a = o.a;
+      const uint16_t* const b = o.b();
+      const size_t a_ld = o.a_ld, ldb = o.ldb;
+      check_tile(k, DType::kBF16, cs, a.data(), a_ld, b, ldb, [&](size_t row, size_t j) {
+        return mgt::fast_bf16_chain(
+            static_cast<int64_t>(cs.len),
+            [&](int64_t p) { return mgt::bf16_bits_to_float(a[row * a_ld + cs.p0 + static_cast<size_t>(p)]); },
+            [&](int64_t p) { return mgt::bf16_bits_to_float(b[(cs.p0 + static_cast<size_t>(p)) * ldb + cs.j0 + j]); });
+      });
+    }
   }
 }
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "fast_bf16_chain.h"
 #include "float_formats.h"
 #include "ops_support.h"
 #include "runtime/cpu_features.h"
@@ -113,26 +114,15 @@ struct ForwardRun {
 // The order of a GEMM element: SPEC §5's, or the fast bf16 mode's.
 enum class Order { kExact, kFastBf16 };
 
-// A denormal reads (and is stored) as a zero of its sign, as vdpbf16ps does.
-float flushed(float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; }
-
 // The orders written out from their definitions, for the terms t < terms
 // of a(t) * b(t). Exact (moegrad_layer.h, for every GEMM): one fp32 FMA
-// chain over t ascending from +0.0, inputs widened exactly. Fast bf16
-// (README, "Fast bf16 mode"): the terms padded with one zero to even
-// length, then for each pair m ascending, term 2m+1 then term 2m, every
-// input and every result flushed.
+// chain over t ascending from +0.0, inputs widened exactly. Fast bf16:
+// mgt::fast_bf16_chain (tests/support/fast_bf16_chain.h).
 template <typename A, typename B>
 float chain(Order order, int64_t terms, A a, B b) {
+  if (order == Order::kFastBf16) return fast_bf16_chain(terms, a, b);
   float acc = 0.0f;
-  if (order == Order::kExact) {
-    for (int64_t t = 0; t < terms; ++t) acc = std::fma(a(t), b(t), acc);
-    return acc;
-  }
-  for (int64_t m = 0; 2 * m < terms; ++m) {
-    if (2 * m + 1 < terms) acc = flushed(std::fma(flushed(a(2 * m + 1)), flushed(b(2 * m + 1)), flushed(acc)));
-    acc = flushed(std::fma(flushed(a(2 * m)), flushed(b(2 * m)), flushed(acc)));
-  }
+  for (int64_t t = 0; t < terms; ++t) acc = std::fma(a(t), b(t), acc);
   return acc;
 }
 
@@ -141,8 +131,7 @@ float chain(Order order, int64_t terms, A a, B b) {
 // stored as the canonical NaN; checked for every element of the small
 // cases, and for about 4096 of the large ones (an odd step, so every column
 // is met), which keeps the run short under scripts/test_cpus.sh's emulated
-// CPUs. (A missing pair element is a zero term: fma(0, 0, acc) is acc, so
-// the loop above skips it.)
+// CPUs.
 template <typename A, typename B>
 ::testing::AssertionResult is_chain(const std::vector<uint64_t>& got, DType out, int64_t terms, A a, B b,
                                     const std::string& context, Order order = Order::kExact) {

@@ -20,6 +20,14 @@ constexpr struct Iota {
   }
 } kIota;
 
+// The lines a span of `bytes` from `first`, and from each row row_bytes
+// after it, can touch: where the rows are whole lines apart they all start
+// at first's offset in its line, otherwise one more covers any offset.
+size_t span_lines(const std::byte* first, int64_t row_bytes, size_t bytes) {
+  if (row_bytes % 64 != 0) return (bytes + 63) / 64 + 1;
+  return (reinterpret_cast<uintptr_t>(first) % 64 + bytes + 63) / 64;
+}
+
 // With B read in place, the kernel calls of column panel jr (jr > 0: the
 // first panel's calls request A's next rows) request the panel read after
 // it: the next full panel of this block, or after the last one the next
@@ -40,10 +48,10 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
                       (static_cast<int64_t>(np) * b.reduce_stride + static_cast<int64_t>(j0 + nj)) *
                           static_cast<int64_t>(elem);
   const int64_t row_bytes = b.reduce_stride * static_cast<int64_t>(elem);
-  const bool aligned = reinterpret_cast<uintptr_t>(first) % 64 == 0 && row_bytes % 64 == 0;
-  return {first, kIota.v + from, row_bytes, std::min(share, nkc - from), (k.nr * elem + 63) / 64 + (aligned ? 0 : 1),
+  return {first, kIota.v + from, row_bytes, std::min(share, nkc - from), span_lines(first, row_bytes, k.nr * elem),
           false};
 }
+
 // With an operand packed a sweep at a time from rows a whole row apart
 // (contiguous along its outer dimension, not read in place), kernel calls
 // of a block that request nothing else request the rows of it that the
@@ -63,9 +71,9 @@ kernels::PrefetchRows next_block_rows(const GemmOperand& op, size_t elem, size_t
   const auto* first = static_cast<const std::byte*>(op.data) +
                       (static_cast<int64_t>(next_n0) * op.reduce_stride + static_cast<int64_t>(col0)) *
                           static_cast<int64_t>(elem);
-  const size_t lines = (reinterpret_cast<uintptr_t>(first) % 64 + cols * elem + 63) / 64;
-  return {first, kIota.v + from, op.reduce_stride * static_cast<int64_t>(elem), std::min(share, next_kc - from),
-          lines, true};
+  const int64_t row_bytes = op.reduce_stride * static_cast<int64_t>(elem);
+  return {first, kIota.v + from, row_bytes, std::min(share, next_kc - from), span_lines(first, row_bytes, cols * elem),
+          true};
 }
 
 // The lines of the mr x nr tile of C at c (rows ldc floats apart), for a
@@ -77,8 +85,8 @@ kernels::PrefetchRows next_block_rows(const GemmOperand& op, size_t elem, size_t
 // theirs themselves (CTilePrefetcher).
 kernels::PrefetchRows c_tile_lines(const float* c, size_t ldc, size_t mr, size_t nr) {
   const auto* first = reinterpret_cast<const std::byte*>(c);
-  return {first, kIota.v, static_cast<int64_t>(ldc * sizeof(float)), mr,
-          (reinterpret_cast<uintptr_t>(first) % 64 + nr * sizeof(float) + 63) / 64, false};
+  const auto row_bytes = static_cast<int64_t>(ldc * sizeof(float));
+  return {first, kIota.v, row_bytes, mr, span_lines(first, row_bytes, nr * sizeof(float)), false};
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "api/context.h"
 #include "api/executor.h"
+#include "api/gemm_kernels_for_mode.h"
 #include "api/run_checks.h"
 #include "api/validate.h"
 #include "common/error.h"
@@ -32,15 +33,7 @@ moegrad_status plan_grad_x(const moegrad_grad_x_args* args, const moegrad_contex
   const kernels::GemmKernels* k = kernels::gemm_kernels_for(isa);
   if (k == nullptr)
     return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU", moegrad_isa_name(isa));
-  // The fast bf16 mode changes the order, so it is never a silent fallback:
-  // either the AVX512_BF16 kernel or, when forced, its scalar emulation.
-  if (fast_bf16 && ex->problem.dtype == DType::kBF16) {
-    k = kernels::bf16_pair_kernels_for(isa);
-    if (k == nullptr)
-      return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
-                  "fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA is %s",
-                  moegrad_isa_name(isa));
-  }
+  if (auto s = gemm_kernels_for_mode(isa, fast_bf16, ex->problem.dtype, "", k, &k)) return s;
   // The cost model rounds doubles on the caller's thread: under the IEEE
   // default, so that the caller's rounding mode cannot change the plan, and
   // its inexact flag is not left in the caller's MXCSR (restored whole).

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <memory>
 
+#include "api/gemm_kernels_for_mode.h"
 #include "api/tensor_check.h"
 #include "common/dtype.h"
-#include "common/error.h"
 #include "kernels/gemm_kernels.h"
 #include "moegrad/moegrad_layer.h"
 #include "runtime/thread_pool.h"
@@ -21,27 +21,16 @@ enum class OpKind { kMoeInitRouting, kGroupedMatmul, kGroupedMatmulWeightGrad, k
 // "moe_init_routing", ...
 const char* op_name(OpKind kind);
 
-// The kernel tables an operator may plan with, read once from its context:
-// the ISA's table, and where the context asks for the fast bf16 mode, that
-// mode's pair table (null where the ISA has none).
+// What an operator plans its kernels from, read once from its context: the
+// ISA, its table, and whether the context asks for the fast bf16 mode.
 struct OpKernels {
   const kernels::GemmKernels* exact = nullptr;
   bool fast_bf16 = false;
-  const kernels::GemmKernels* bf16_pairs = nullptr;
   moegrad_isa isa = MOEGRAD_ISA_AUTO;
 
-  // The table a GEMM on `dtype` runs: the pair table for bf16 in the fast
-  // mode, which changes the order and so is never replaced by the exact
-  // table where the ISA lacks it (ISA_UNAVAILABLE, as for grad-x).
+  // The table a GEMM on `dtype` runs (gemm_kernels_for_mode, as grad-x's).
   moegrad_status gemm_for(DType dtype, const char* op, const kernels::GemmKernels** k) const {
-    *k = exact;
-    if (!fast_bf16 || dtype != DType::kBF16) return MOEGRAD_STATUS_SUCCESS;
-    *k = bf16_pairs;
-    if (*k != nullptr) return MOEGRAD_STATUS_SUCCESS;
-    return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE,
-                "%s: fast bf16 mode needs AVX512_BF16 with ISA avx512 (or ISA scalar, its emulation); context ISA "
-                "is %s",
-                op, moegrad_isa_name(isa));
+    return gemm_kernels_for_mode(isa, fast_bf16, dtype, op, exact, k);
   }
 };
 

@@ -31,7 +31,6 @@ moegrad_status resolve_kernels(const moegrad_context** ctx, OpKernels* k) {
   if (k->exact == nullptr)
     return fail(MOEGRAD_STATUS_ISA_UNAVAILABLE, "context ISA %s is not available on this CPU",
                 moegrad_isa_name(k->isa));
-  k->bf16_pairs = k->fast_bf16 ? kernels::bf16_pair_kernels_for(k->isa) : nullptr;
   return MOEGRAD_STATUS_SUCCESS;
 }
 

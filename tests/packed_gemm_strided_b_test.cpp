@@ -1,9 +1,10 @@
-// packed_gemm_tile with an f32 B contiguous along its outer dimension (the
+// packed_gemm_tile with a B contiguous along its outer dimension (the
 // forward's weight, grad-x's [G, N, K] one), which the AVX-512 table's
-// copied-rows kernel reads in place instead of packing, for every exact
-// table this CPU runs: each output element must be the one fp32 FMA chain
-// of SPEC §5 (ascending reduction steps from +0.0), computed here by a plain
-// std::fma loop, bit for bit. The cases cover one reduction block and
+// copied-rows kernel reads in place instead of packing (f16 and bf16
+// widened as they are read), for every exact table this CPU runs and every
+// dtype: each output element must be the one fp32 FMA chain of SPEC §5
+// (ascending reduction steps from +0.0) of the widened operands, computed
+// here by a plain std::fma loop, bit for bit. The cases cover one reduction block and
 // several (the calls request the next block's first panel), full column
 // panels and a narrower last one (packed), no full panel at all, rows of B
 // that start mid-line (a leading dimension that is no multiple of 16, a
@@ -44,8 +45,13 @@ struct Case {
   size_t count, cols, len, ldb_extra, j0, p0;
 };
 
-// Whether the table reads such a B in place (AVX-512's).
-bool reads_b_in_place(const GemmKernels& k) { return k.rows_a != nullptr && k.rows_a->ukernel_strided_b != nullptr; }
+// Whether the table reads such a B in place (AVX-512's), in every dtype.
+bool reads_b_in_place(const GemmKernels& k) {
+  if (k.rows_a == nullptr || k.rows_a->ukernel_strided_b == nullptr) return false;
+  for (int dt = 0; dt < moegrad::kNumDTypes; ++dt)
+    if (k.rows_a->ukernel_strided_b[dt] == nullptr) return false;
+  return true;
+}
 
 // Case cs's operands, random in [-1, 1) from `seed`, as elements of T
 // (convert: from float): A, a [count + 2, p0 + len] buffer whose rows the
@@ -127,6 +133,24 @@ void check_tile(const GemmKernels& k, DType dtype, const Case& cs, const void* a
   EXPECT_EQ(touched, 0u) << "elements outside the tile were written";
 }
 
+// The case in dtype T (elements made by `convert` from floats, widened back
+// by `widen`): each element the fp32 FMA chain of the widened operands.
+template <typename T, typename Convert, typename Widen>
+void check_fma_chain(const GemmKernels& k, DType dtype, const Case& cs, Convert convert, Widen widen) {
+  const Operands<T> o(cs, 11, convert);
+  const std::vector<T>& a = o.a;
+  const T* const b = o.b();
+  const size_t a_ld = o.a_ld, ldb = o.ldb;
+  check_tile(k, dtype, cs, a.data(), a_ld, b, ldb, [&](size_t row, size_t j) {
+    float acc = 0.0f;
+    for (size_t p = 0; p < cs.len; ++p)
+      acc = std::fma(widen(a[row * a_ld + cs.p0 + p]), widen(b[(cs.p0 + p) * ldb + cs.j0 + j]), acc);
+    return acc;
+  });
+}
+
+// Every dtype: f16 and bf16 are widened exactly, as they are read in place
+// (AVX-512) or packed.
 TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
   bool in_place_seen = false;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
@@ -135,19 +159,21 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
     const GemmKernels& k = *kp;
     in_place_seen |= reads_b_in_place(k);
     for (const Case& cs : tile_cases(k, 0)) {
-      SCOPED_TRACE(case_label(k, cs, ""));
-      const Operands<float> o(cs, 11, [](float v) { return v; });
-      const std::vector<float>& a = o.a;
-      const float* const b = o.b();
-      const size_t a_ld = o.a_ld, ldb = o.ldb;
-      check_tile(k, DType::kF32, cs, a.data(), a_ld, b, ldb, [&](size_t row, size_t j) {
-        float acc = 0.0f;
-        for (size_t p = 0; p < cs.len; ++p) acc = std::fma(a[row * a_ld + cs.p0 + p], b[(cs.p0 + p) * ldb + cs.j0 + j], acc);
-        return acc;
-      });
+      {
+        SCOPED_TRACE(case_label(k, cs, " f32"));
+        check_fma_chain<float>(k, DType::kF32, cs, [](float v) { return v; }, [](float v) { return v; });
+      }
+      {
+        SCOPED_TRACE(case_label(k, cs, " f16"));
+        check_fma_chain<uint16_t>(k, DType::kF16, cs, mgt::float_to_f16_bits, mgt::f16_bits_to_float);
+      }
+      {
+        SCOPED_TRACE(case_label(k, cs, " bf16"));
+        check_fma_chain<uint16_t>(k, DType::kBF16, cs, mgt::float_to_bf16_bits, mgt::bf16_bits_to_float);
+      }
     }
   }
-  // Where the CPU runs AVX-512, its table has the in-place kernel (that
+  // Where the CPU runs AVX-512, its table reads every dtype in place (that
   // packed_gemm_tile takes it is AKeyedPanelIsReusedOnlyWhenWhole's check).
   if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX512) != nullptr) {
     EXPECT_TRUE(in_place_seen);
@@ -167,7 +193,9 @@ TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
     const GemmKernels& k = *kp;
     if (isa == MOEGRAD_ISA_AVX512) {
       ASSERT_NE(k.rows_a, nullptr);
-      EXPECT_EQ(k.rows_a->strided_b_dtype, DType::kBF16) << "the AVX512_BF16 table reads a bf16 B in place";
+      ASSERT_NE(k.rows_a->ukernel_strided_b, nullptr);
+      EXPECT_NE(k.rows_a->ukernel_strided_b[static_cast<int>(DType::kBF16)], nullptr)
+          << "the AVX512_BF16 table reads a bf16 B in place";
     }
     for (const Case& cs : tile_cases(k, 1)) {  // odd lengths: a half pair at the end
       SCOPED_TRACE(case_label(k, cs, " pairs"));

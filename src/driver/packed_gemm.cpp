@@ -57,8 +57,9 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
 // of a block that request nothing else request the rows of it that the
 // next block packs, into L2: the pack pass then finds them there instead
 // of waiting on DRAM with no FMA to overlap. B for the copied-rows kernels
-// (forward at fine-grained size, a 16-bit weight in the exact order, one
-// thread: bf16 0.86x the time, f16 0.94x; at zmoe's, f16 0.96x); A and B
+// that do not read it in place (AVX2's; measured on AVX-512 before its
+// kernels read 16-bit weights in place: forward at fine-grained size, one
+// thread, bf16 0.86x the time, f16 0.94x; at zmoe's, f16 0.96x); A and B
 // for the plain ones (the weight grad's x^T and
 // grad_y where an expert's rows take several blocks). Call `call` of the
 // block's `calls` such calls takes its share of the next block's rows,
@@ -111,28 +112,32 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
     return;
   }
   const size_t elem = dtype_bytes(blk.dtype);
-  // An f32 B contiguous along its outer dimension (the forward's weight,
-  // grad-x's [G, N, K] one; a bf16 one in the fast bf16 mode, whose first
-  // call interleaves two rows per pair: fast bf16 forward at fine-grained
-  // size 0.84x the time with one thread, 0.77x with two; zmoe 0.95x) is
-  // read in place by the copied-rows kernel
-  // where the ISA has that variant: each full NR-column micro-panel by the
-  // first call that uses it, which also packs it for the panel's other
-  // calls, and only a last narrower one packed up front. Each element of
-  // such a weight feeds the few rows of one expert's tile, so a pack pass
-  // before the kernels cost about as much as using it, its DRAM reads not
-  // overlapped with any FMA (forward, fine-grained, one thread: 0.82x the
-  // time; grad-x with a [G, N, K] weight 0.85x). Every call reading in
-  // place instead took 1.04x the time of the pack pass at zmoe's size with
-  // two threads: a panel's rows are a weight row apart, each on its own
-  // page.
+  // A B contiguous along its outer dimension (the forward's weight,
+  // grad-x's [G, N, K] one) is read in place by the copied-rows kernel
+  // where the ISA has that variant for its dtype: each full NR-column
+  // micro-panel by the first call that uses it, which also packs it for the
+  // panel's other calls, and only a last narrower one packed up front. Each
+  // element of such a weight feeds the few rows of one expert's tile, so a
+  // pack pass before the kernels cost about as much as using it, its DRAM
+  // reads not overlapped with any FMA. Against that pass, one thread:
+  //  - f32: forward, fine-grained, 0.82x the time; grad-x with a [G, N, K]
+  //    weight 0.85x;
+  //  - f16 and bf16, widened as they are read: forward, fine-grained, 0.83x
+  //    both (two threads, bf16 0.83x); zmoe bf16 0.93x; grad-x with a
+  //    [G, N, K] weight, fine-grained bf16 0.78x, zmoe f16 0.85x;
+  //  - bf16 pairs (the fast bf16 mode, two rows interleaved per pair):
+  //    forward, fine-grained, 0.84x (two threads 0.77x); zmoe 0.95x.
+  // Every call reading in place instead took 1.04x the time of the pack
+  // pass at zmoe's size with two threads (f32): a panel's rows are a weight
+  // row apart, each on its own page.
   // Not where the caller's B panel is already packed (grad-x's tiles of one
   // expert, one block: large-token's 128 x 256 weight packed once for its
   // 3686 rows, which a read in place would pack again per tile: 1.03x the
   // time, grad-x with a [G, N, K] weight).
   const bool reuse_b = single_block && b_key >= 0 && scratch->b_key == b_key;
-  const bool strided_b = !reuse_b && rows_a != nullptr && rows_a->ukernel_strided_b != nullptr &&
-                         blk.dtype == rows_a->strided_b_dtype && b.outer_stride == 1 && b.reduce_stride > 0 &&
+  const kernels::StridedBUkernelFn ukernel_strided_b =
+      rows_a != nullptr && rows_a->ukernel_strided_b != nullptr ? rows_a->ukernel_strided_b[dt] : nullptr;
+  const bool strided_b = !reuse_b && ukernel_strided_b != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
                          blk.kc <= kMaxStridedKc;
   // The calls that request the next block's rows (next_block_rows): with
   // copied rows of A, B's, from the calls past the first column panel
@@ -243,9 +248,8 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
           const std::byte* bs = static_cast<const std::byte*>(b.data) +
                                 (static_cast<int64_t>(n0) * b.reduce_stride + static_cast<int64_t>(j0 + jr)) *
                                     static_cast<int64_t>(elem);
-          rows_a->ukernel_strided_b(kc, ap, bs, static_cast<size_t>(b.reduce_stride),
-                                    count > k.mr ? bp : nullptr, c + ir * ldc + jr, ldc,
-                                    std::min(k.mr, count - ir), pc > 0, canonical_nans, next);
+          ukernel_strided_b(kc, ap, bs, static_cast<size_t>(b.reduce_stride), count > k.mr ? bp : nullptr,
+                            c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), pc > 0, canonical_nans, next);
           continue;
         }
         rows_a->ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),

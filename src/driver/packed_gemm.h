@@ -52,7 +52,7 @@ struct GemmBlocking {
 // A B contiguous along its outer dimension, rows a positive stride apart,
 // is read in place where A is copied rows and the table's copied-rows
 // kernels have that variant for its dtype (RowsAKernels::ukernel_strided_b:
-// f32 on AVX-512, bf16 in the fast bf16 mode's AVX512_BF16 table),
+// every dtype on AVX-512, bf16 in the fast bf16 mode's AVX512_BF16 table),
 // unless b_key names the panel the scratch already holds: each full
 // micro-panel by its first kernel call, which packs it for the others, the
 // last narrower one packed up front. Any other B contiguous along its outer

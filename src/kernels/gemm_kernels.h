@@ -173,6 +173,9 @@ struct RowvecKernels {
 // micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
 // The fast bf16 mode's table copies raw bf16 rows instead: pair m of row r
 // is 32-bit word m of A row r, broadcast as the pair kernel's A pair.
+using StridedBUkernelFn = void (*)(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
+                                   float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
+                                   const PrefetchRows& prefetch);
 struct RowsAKernels {
   size_t ld;      // floats (32-bit words) per copied row (>= max_kc)
   size_t max_kc;  // the longest reduction block a row holds
@@ -184,14 +187,11 @@ struct RowsAKernels {
   // odd kc padded with a zero element). Null for a dtype the table does not
   // take, which then packs transposed (pack_a).
   const PackGatheredRowsFn* pack;  // [kNumDTypes]
-  // The ukernel with a B of dtype strided_b_dtype read in place (nr = NR),
-  // rows ldb elements apart, and stored packed (as the table's pack_b
-  // stores it, 64-byte aligned) to b_packed as it is read unless that is
-  // null; null where the ISA packs every B before using it.
-  void (*ukernel_strided_b)(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed, float* c,
-                            size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
-                            const PrefetchRows& prefetch);
-  DType strided_b_dtype;
+  // The ukernel with a B of that dtype read in place (nr = NR), rows ldb
+  // elements apart, and stored packed (as the table's pack_b stores it,
+  // 64-byte aligned) to b_packed as it is read unless that is null. Null,
+  // or a null entry, where the ISA packs such a B before using it.
+  const StridedBUkernelFn* ukernel_strided_b;  // [kNumDTypes]
 };
 
 struct GemmKernels {

@@ -26,7 +26,6 @@ constinit const RowsAKernels kRowsAKernels = {
     f32_gemm_ukernel_6x16_rows_a__avx2,
     pack_a_rows_6__avx2,
     nullptr,  // no in-place B: every B is packed first
-    DType::kF32,
 };
 
 constinit const GemmKernels kGemmKernels = {

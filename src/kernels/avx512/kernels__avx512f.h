@@ -17,12 +17,10 @@ extern const PackAFn pack_a_14__avx512f[kNumDTypes];
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
                                             size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                             const PrefetchRows& prefetch);
-// The same with B read in place: 32 columns of f32 rows ldb floats apart,
-// also stored packed to b_packed (64-byte aligned) unless it is null.
-void f32_gemm_ukernel_14x32_rows_a_strided_b__avx512f(size_t kc, const float* a_rows, const void* b, size_t ldb,
-                                                      float* b_packed, float* c, size_t ldc, size_t mr,
-                                                      bool accumulate, bool canonical_nans,
-                                                      const PrefetchRows& prefetch);
+// The same with B read in place, by B's dtype: 32 columns of rows ldb
+// elements apart, widened to f32 and also stored packed to b_packed (64-byte
+// aligned) unless it is null.
+extern const StridedBUkernelFn gemm_ukernel_14x32_rows_a_strided_b__avx512f[kNumDTypes];
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);
 void f32_start_row__avx512f(float* dst, const float* src, size_t n);

@@ -191,13 +191,14 @@ void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float
 // does: fast bf16 large-token took 0.93x the time with 1 thread, 0.95x with
 // 2 (the transposing pack was ~17 % of the run). Only bf16 runs in pairs.
 constexpr PackGatheredRowsFn kPackAPairRows[kNumDTypes] = {nullptr, nullptr, pack_a_pair_rows};
+constexpr StridedBUkernelFn kPairUkernelStridedB[kNumDTypes] = {nullptr, nullptr,
+                                                                 bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16};
 constinit const RowsAKernels kPairRowsAKernels = {
     kRowsALd,
     avx512::kMaxStripKc,
     bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
     kPackAPairRows,
-    bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16,
-    DType::kBF16,
+    kPairUkernelStridedB,
 };
 
 // A[m][r] = pair (a[rows[r], n0+2m], a[rows[r], n0+2m+1]), zero for r >= mr:

@@ -1,6 +1,6 @@
 // packed_gemm_tile with a B contiguous along its outer dimension (the
-// forward's weight, grad-x's [G, N, K] one), which the AVX-512 table's
-// copied-rows kernel reads in place instead of packing (f16 and bf16
+// forward's weight, grad-x's [G, N, K] one), which the AVX-512 and AVX2
+// tables' copied-rows kernels read in place instead of packing (f16 and bf16
 // widened as they are read), for every exact table this CPU runs and every
 // dtype: each output element must be the one fp32 FMA chain of SPEC §5
 // (ascending reduction steps from +0.0) of the widened operands, computed
@@ -45,11 +45,12 @@ struct Case {
   size_t count, cols, len, ldb_extra, j0, p0;
 };
 
-// Whether the table reads such a B in place (AVX-512's), in every dtype.
+// Whether the table reads such a B in place (its copied-rows kernels do),
+// in every dtype its copied rows take.
 bool reads_b_in_place(const GemmKernels& k) {
   if (k.rows_a == nullptr || k.rows_a->ukernel_strided_b == nullptr) return false;
   for (int dt = 0; dt < moegrad::kNumDTypes; ++dt)
-    if (k.rows_a->ukernel_strided_b[dt] == nullptr) return false;
+    if (k.rows_a->pack[dt] != nullptr && k.rows_a->ukernel_strided_b[dt] == nullptr) return false;
   return true;
 }
 
@@ -158,6 +159,9 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
     if (kp == nullptr) continue;
     const GemmKernels& k = *kp;
     in_place_seen |= reads_b_in_place(k);
+    if (k.rows_a != nullptr) {
+      EXPECT_TRUE(reads_b_in_place(k)) << mgt::isa_label(isa) << ": a copied-rows table";
+    }
     for (const Case& cs : tile_cases(k, 0)) {
       {
         SCOPED_TRACE(case_label(k, cs, " f32"));
@@ -173,9 +177,10 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
       }
     }
   }
-  // Where the CPU runs AVX-512, its table reads every dtype in place (that
-  // packed_gemm_tile takes it is AKeyedPanelIsReusedOnlyWhenWhole's check).
-  if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX512) != nullptr) {
+  // Where the CPU runs AVX2, its table (and AVX-512's) reads every dtype in
+  // place (that packed_gemm_tile takes it is AKeyedPanelIsReusedOnlyWhenWhole's
+  // check).
+  if (moegrad::kernels::gemm_kernels_for(MOEGRAD_ISA_AVX2) != nullptr) {
     EXPECT_TRUE(in_place_seen);
   }
 }
@@ -193,9 +198,8 @@ TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
     const GemmKernels& k = *kp;
     if (isa == MOEGRAD_ISA_AVX512) {
       ASSERT_NE(k.rows_a, nullptr);
-      ASSERT_NE(k.rows_a->ukernel_strided_b, nullptr);
-      EXPECT_NE(k.rows_a->ukernel_strided_b[static_cast<int>(DType::kBF16)], nullptr)
-          << "the AVX512_BF16 table reads a bf16 B in place";
+      EXPECT_NE(k.rows_a->pack[static_cast<int>(DType::kBF16)], nullptr);
+      EXPECT_TRUE(reads_b_in_place(k)) << "the AVX512_BF16 table reads a bf16 B in place";
     }
     for (const Case& cs : tile_cases(k, 1)) {  // odd lengths: a half pair at the end
       SCOPED_TRACE(case_label(k, cs, " pairs"));

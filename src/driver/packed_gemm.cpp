@@ -56,12 +56,9 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
 // (contiguous along its outer dimension, not read in place), kernel calls
 // of a block that request nothing else request the rows of it that the
 // next block packs, into L2: the pack pass then finds them there instead
-// of waiting on DRAM with no FMA to overlap. B for the copied-rows kernels
-// that do not read it in place (AVX2's; measured on AVX-512 before its
-// kernels read 16-bit weights in place: forward at fine-grained size, one
-// thread, bf16 0.86x the time, f16 0.94x; at zmoe's, f16 0.96x); A and B
-// for the plain ones (the weight grad's x^T and
-// grad_y where an expert's rows take several blocks). Call `call` of the
+// of waiting on DRAM with no FMA to overlap: the plain kernels' A and B
+// (the weight grad's x^T and grad_y where an expert's rows take several
+// blocks; the copied-rows kernels read such a B in place instead). Call `call` of the
 // block's `calls` such calls takes its share of the next block's rows,
 // all of their columns [col0, col0 + cols). Empty where there is nothing
 // to request.
@@ -139,17 +136,12 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
       rows_a != nullptr && rows_a->ukernel_strided_b != nullptr ? rows_a->ukernel_strided_b[dt] : nullptr;
   const bool strided_b = !reuse_b && ukernel_strided_b != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
                          blk.kc <= kMaxStridedKc;
-  // The calls that request the next block's rows (next_block_rows): with
-  // copied rows of A, B's, from the calls past the first column panel
-  // (whose calls request A's next rows); with A packed transposed (the
-  // plain kernels), B's from the first calls of a block and A's from the
+  // The plain kernels' calls that request the next block's rows
+  // (next_block_rows): B's from the first calls of a block and A's from the
   // rest, in proportion to their bytes, each where it is contiguous along
   // its outer dimension (A: rows ascending, at most a few times as many
   // columns apart as it has rows).
   const size_t row_panels = (count + k.mr - 1) / k.mr, col_panels = (cols + k.nr - 1) / k.nr;
-  const size_t b_calls = rows_a != nullptr ? (col_panels - 1) * row_panels : 0;
-  const bool sweep_b = !strided_b && rows_a != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
-                       blk.kc <= kMaxStridedKc && b_calls > 0;
   const size_t a_span = rows_a == nullptr && count > 0 && rows[count - 1] >= rows[0]
                             ? static_cast<size_t>(rows[count - 1] - rows[0]) + 1
                             : 0;
@@ -171,9 +163,10 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
       // fit one micro-panel leave them unpacked).
       scratch->b_key = single_block && count > k.mr ? b_key : -1;
     } else if (!reuse_b) {
-      // B contiguous along its outer dimension (grad-x's weight as a [G, N,
-      // K] buffer viewed transposed; the forward's weight; the weight
-      // grad's grad_y): each reduction step is a run of `cols` elements,
+      // B contiguous along its outer dimension with A packed transposed
+      // (the weight grad's grad_y; the forward's weight, or grad-x's as a
+      // [G, N, K] buffer, where A is not contiguous along the reduction or
+      // the ISA is scalar): each reduction step is a run of `cols` elements,
       // the runs a whole row apart. Panel by panel, each panel would read a
       // short piece of each of kc rows; a few steps at a time across all
       // panels reads each run in one sweep instead (grad-x with a [G, N, K]
@@ -237,9 +230,6 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
         if (strided_b && jr > 0 && next.count == 0)
           next = next_b_panel(k, b, elem, j0, cols, jr, ir, count, n0, kc,
                               pc + kc < total ? std::min(blk.kc, total - pc - kc) : 0);
-        if (sweep_b && pc + kc < total && jr > 0 && next.count == 0)
-          next = next_block_rows(b, elem, j0, cols, (jr / k.nr - 1) * row_panels + ir / k.mr, b_calls, n0 + kc,
-                                 std::min(blk.kc, total - pc - kc));
         if (blk.canonical_nans && next.count == 0)
           next = c_tile_lines(c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr));
         if (strided_b && ir == 0 && jr + k.nr <= cols) {

@@ -50,17 +50,16 @@ struct GemmBlocking {
 // reused only where it is packed transposed (a copied-rows A is copied
 // micro-panel by micro-panel as the kernel first reads it).
 // A B contiguous along its outer dimension, rows a positive stride apart,
-// is read in place where A is copied rows and the table's copied-rows
-// kernels have that variant for its dtype (RowsAKernels::ukernel_strided_b:
-// every dtype on AVX-512, bf16 in the fast bf16 mode's AVX512_BF16 table),
-// unless b_key names the panel the scratch already holds: each full
+// is read in place where A is copied rows (the copied-rows kernels of
+// AVX-512 and AVX2, and of the fast bf16 mode's AVX512_BF16 table:
+// RowsAKernels::ukernel_strided_b), unless b_key names the panel the
+// scratch already holds: each full
 // micro-panel by its first kernel call, which packs it for the others, the
 // last narrower one packed up front. Any other B contiguous along its outer
-// dimension is packed a few reduction steps at a time across all panels,
-// and the kernel calls request the next reduction block's rows into L2
-// meanwhile: B's where A is copied rows (the calls past the first panel),
-// B's and A's (where A too is contiguous along its outer dimension, rows
-// ascending) where A is packed transposed.
+// dimension (A then packed transposed) is packed a few reduction steps at
+// a time across all panels, and the kernel calls request the next
+// reduction block's rows into L2 meanwhile: B's, and A's where A too is
+// contiguous along its outer dimension, rows ascending.
 // dest_rows: rows the caller will update with c's rows once the tile is done
 // (row r of c into dest_rows->rows[r]; count rows), or null; their lines are
 // requested while the tile's last column pass runs (unless that is also the

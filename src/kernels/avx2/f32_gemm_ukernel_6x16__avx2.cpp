@@ -9,14 +9,38 @@ namespace moegrad::kernels::avx2 {
 
 namespace {
 
+// Step p's 16 columns of B, packed ([kc][NR], 32-byte aligned).
+struct PackedB {
+  const float* b;
+  void load(size_t p, __m256& b0, __m256& b1) const {
+    b0 = _mm256_load_ps(b + p * kNR);
+    b1 = _mm256_load_ps(b + p * kNR + 8);
+  }
+};
+
+// The same read in place: row p of B, ldb elements of T after row p - 1,
+// widened to f32 (exact: F16C for f16, a shift for bf16), each address
+// computed from p.
+template <DType T>
+struct InPlaceB {
+  const void* b;
+  size_t ldb;
+  void load(size_t p, __m256& b0, __m256& b1) const {
+    const auto row = static_cast<int64_t>(p * ldb);
+    b0 = load8_widened<T>(b, row);
+    b1 = load8_widened<T>(b, row + 8);
+  }
+};
+
 // 12 accumulators (6 rows x 2 vectors of 8 columns), 2 B vectors, 1
 // broadcast. A[p][r] sits at a[p * kPStep + r * kRStep]: transposed ([kc][6])
-// or copied rows ([6][ld], a compile-time ld).
+// or copied rows ([6][ld], a compile-time ld). b_copy, where kCopyB: B
+// stored packed as it is read.
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-template <size_t kPStep, size_t kRStep, class Prefetcher>
-__attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, const float* b_packed, float* c,
-                                                     size_t ldc, size_t mr, size_t nr, bool accumulate,
-                                                     bool canonical_nans, Prefetcher next) {
+template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kCopyB = false>
+__attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, BSource b, float* c, size_t ldc,
+                                                     size_t mr, size_t nr, bool accumulate, bool canonical_nans,
+                                                     Prefetcher next, float* b_copy = nullptr) {
   const __m256i m0 = lane_mask(nr);
   const __m256i m1 = lane_mask(nr > 8 ? nr - 8 : 0);
   __m256 acc0[kMR], acc1[kMR];
@@ -36,8 +60,12 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
   }
   for (size_t p = 0; p < kc; ++p) {
     next.step();
-    const __m256 b0 = _mm256_load_ps(b_packed);
-    const __m256 b1 = _mm256_load_ps(b_packed + 8);
+    __m256 b0, b1;
+    b.load(p, b0, b1);
+    if constexpr (kCopyB) {
+      _mm256_store_ps(b_copy + p * kNR, b0);
+      _mm256_store_ps(b_copy + p * kNR + 8, b1);
+    }
 #pragma GCC unroll 6
     for (size_t r = 0; r < kMR; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * kRStep);
@@ -45,7 +73,6 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
       acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
     }
     a += kPStep;
-    b_packed += kNR;
   }
   if (canonical_nans) {
 #pragma GCC unroll 6
@@ -63,6 +90,21 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
   }
 }
 
+// B of dtype T read in place, stored packed where b_packed is not null.
+template <DType T>
+void gemm_ukernel_6x16_rows_a_strided_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
+                                        float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
+                                        const PrefetchRows& prefetch) {
+  const InPlaceB<T> src{b, ldb};
+  if (b_packed != nullptr) {
+    tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
+                                                               canonical_nans, RowsPrefetcher(prefetch), b_packed);
+  } else {
+    tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher>(kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans,
+                                                         RowsPrefetcher(prefetch));
+  }
+}
+
 }  // namespace
 
 void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* b_packed, float* c,
@@ -70,16 +112,25 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
                                  const PrefetchRows& prefetch) {
   // Only a call with rows to request carries their walk (as on AVX-512).
   if (prefetch.count == 0) {
-    tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
+    tile_6x16<kMR, 1>(kc, a_packed, PackedB{b_packed}, c, ldc, mr, nr, accumulate, canonical_nans, NoPrefetch{});
   } else {
-    tile_6x16<kMR, 1>(kc, a_packed, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
+    tile_6x16<kMR, 1>(kc, a_packed, PackedB{b_packed}, c, ldc, mr, nr, accumulate, canonical_nans,
+                      RowsPrefetcher(prefetch));
   }
 }
 
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
                                         size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                         const PrefetchRows& prefetch) {
-  tile_6x16<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, RowsPrefetcher(prefetch));
+  tile_6x16<1, kRowsALd>(kc, a_rows, PackedB{b_packed}, c, ldc, mr, nr, accumulate, canonical_nans,
+                         RowsPrefetcher(prefetch));
 }
+
+// As on AVX-512 (driver/packed_gemm.cpp has the measurements).
+const StridedBUkernelFn gemm_ukernel_6x16_rows_a_strided_b__avx2[kNumDTypes] = {
+    gemm_ukernel_6x16_rows_a_strided_b<DType::kF32>,
+    gemm_ukernel_6x16_rows_a_strided_b<DType::kF16>,
+    gemm_ukernel_6x16_rows_a_strided_b<DType::kBF16>,
+};
 
 }  // namespace moegrad::kernels::avx2

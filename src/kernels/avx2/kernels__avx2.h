@@ -37,6 +37,10 @@ inline constexpr size_t kRowsALd = kStripLd;
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
                                         size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                         const PrefetchRows& prefetch);
+// The same with B read in place, by B's dtype: 16 columns of rows ldb
+// elements apart, widened to f32 and also stored packed to b_packed (32-byte
+// aligned) unless it is null.
+extern const StridedBUkernelFn gemm_ukernel_6x16_rows_a_strided_b__avx2[kNumDTypes];
 extern const PackGatheredRowsFn pack_a_rows_6__avx2[kNumDTypes];
 
 }  // namespace moegrad::kernels::avx2

@@ -35,24 +35,25 @@ struct InPlaceB {
 // 12 accumulators (6 rows x 2 vectors of 8 columns), 2 B vectors, 1
 // broadcast. A[p][r] sits at a[p * kPStep + r * kRStep]: transposed ([kc][6])
 // or copied rows ([6][ld], a compile-time ld). b_copy, where kCopyB: B
-// stored packed as it is read.
+// stored packed as it is read. Only rows < kRows are computed
+// (with_tile_rows).
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kCopyB = false>
+template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kCopyB = false, size_t kRows = kMR>
 __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, BSource b, float* c, size_t ldc,
                                                      size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                                      Prefetcher next, float* b_copy = nullptr) {
   const __m256i m0 = lane_mask(nr);
   const __m256i m1 = lane_mask(nr > 8 ? nr - 8 : 0);
-  __m256 acc0[kMR], acc1[kMR];
+  __m256 acc0[kRows], acc1[kRows];
 #pragma GCC unroll 6
-  for (size_t r = 0; r < kMR; ++r) {
+  for (size_t r = 0; r < kRows; ++r) {
     acc0[r] = _mm256_setzero_ps();
     acc1[r] = _mm256_setzero_ps();
   }
   // Unrolled with a guard so the accumulators never leave registers.
   if (accumulate) {
 #pragma GCC unroll 6
-    for (size_t r = 0; r < kMR; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       if (r >= mr) break;
       acc0[r] = _mm256_maskload_ps(c + r * ldc, m0);
       acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1);
@@ -67,7 +68,7 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
       _mm256_store_ps(b_copy + p * kNR + 8, b1);
     }
 #pragma GCC unroll 6
-    for (size_t r = 0; r < kMR; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       const __m256 av = _mm256_broadcast_ss(a + r * kRStep);
       acc0[r] = _mm256_fmadd_ps(av, b0, acc0[r]);
       acc1[r] = _mm256_fmadd_ps(av, b1, acc1[r]);
@@ -76,17 +77,32 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
   }
   if (canonical_nans) {
 #pragma GCC unroll 6
-    for (size_t r = 0; r < kMR; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       acc0[r] = canonical_nan(acc0[r]);
       acc1[r] = canonical_nan(acc1[r]);
     }
   }
 #pragma GCC unroll 6
-  for (size_t r = 0; r < kMR; ++r) {
+  for (size_t r = 0; r < kRows; ++r) {
     if (r < mr) {
       _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]);
       _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]);
     }
+  }
+}
+
+// Calls run.template operator()<R>() with R the smallest of 2, 4 and 6 rows
+// that holds mr: a call for a short micro-panel (an expert's last rows)
+// computes only those (rows past mr are zero in A, so the rows it does
+// compute are the same chains).
+template <class Run>
+__attribute__((always_inline)) inline void with_tile_rows(size_t mr, Run&& run) {
+  if (mr > 4) {
+    run.template operator()<kMR>();
+  } else if (mr > 2) {
+    run.template operator()<4>();
+  } else {
+    run.template operator()<2>();
   }
 }
 
@@ -96,13 +112,15 @@ void gemm_ukernel_6x16_rows_a_strided_b(size_t kc, const float* a_rows, const vo
                                         float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
                                         const PrefetchRows& prefetch) {
   const InPlaceB<T> src{b, ldb};
-  if (b_packed != nullptr) {
-    tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
-                                                               canonical_nans, RowsPrefetcher(prefetch), b_packed);
-  } else {
-    tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher>(kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans,
-                                                         RowsPrefetcher(prefetch));
-  }
+  with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    if (b_packed != nullptr) {
+      tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true, kRows>(
+          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch), b_packed);
+    } else {
+      tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, false, kRows>(
+          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch));
+    }
+  });
 }
 
 }  // namespace
@@ -122,8 +140,11 @@ void f32_gemm_ukernel_6x16__avx2(size_t kc, const float* a_packed, const float* 
 void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const float* b_packed, float* c, size_t ldc,
                                         size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                         const PrefetchRows& prefetch) {
-  tile_6x16<1, kRowsALd>(kc, a_rows, PackedB{b_packed}, c, ldc, mr, nr, accumulate, canonical_nans,
-                         RowsPrefetcher(prefetch));
+  with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    tile_6x16<1, kRowsALd, PackedB, RowsPrefetcher, false, kRows>(kc, a_rows, PackedB{b_packed}, c, ldc, mr, nr,
+                                                                  accumulate, canonical_nans,
+                                                                  RowsPrefetcher(prefetch));
+  });
 }
 
 // As on AVX-512 (driver/packed_gemm.cpp has the measurements).

@@ -61,5 +61,20 @@ struct CTile {
   }
 };
 
+// Calls run.template operator()<R>() with R the smallest of 4, 8 and 14
+// rows that holds mr: a call for a short micro-panel (an expert's last
+// rows) computes only a few more rows than it has, not all 14 (rows past mr
+// are zero in A, so the rows it does compute are the same chains).
+template <class Run>
+__attribute__((always_inline)) inline void with_tile_rows(size_t mr, Run&& run) {
+  if (mr > 8) {
+    run.template operator()<14>();
+  } else if (mr > 4) {
+    run.template operator()<8>();
+  } else {
+    run.template operator()<4>();
+  }
+}
+
 }  // namespace
 }  // namespace moegrad::kernels::avx512

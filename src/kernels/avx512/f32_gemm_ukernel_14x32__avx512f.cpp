@@ -36,13 +36,14 @@ struct InPlaceB {
 // broadcast from memory: 30 of 32 zmm registers. A[p][r] sits at
 // a[p * kPStep + r * kRStep]: transposed ([kc][14]) or copied rows ([14][ld],
 // a compile-time ld so every broadcast is base + constant). b_copy, where
-// kCopyB: B stored packed as it is read.
+// kCopyB: B stored packed as it is read. Only rows < kRows are computed
+// (with_tile_rows).
 // C[r, c] = fma(A[p][r], B[p][c], C[r, c]) for p = 0..kc-1.
-template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kCopyB = false>
+template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kCopyB = false, size_t kRows = kMR>
 __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a, BSource b, float* c, size_t ldc,
                                                       size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                                       Prefetcher next, float* b_copy = nullptr) {
-  CTile<kMR> t(c, ldc, mr, nr, accumulate);
+  CTile<kRows> t(c, ldc, mr, nr, accumulate);
   for (size_t p = 0; p < kc; ++p) {
     next.step();
     __m512 b0, b1;
@@ -52,7 +53,7 @@ __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a,
       _mm512_store_ps(b_copy + p * kNR + 16, b1);
     }
 #pragma GCC unroll 14
-    for (size_t r = 0; r < kMR; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       const __m512 av = _mm512_set1_ps(a[r * kRStep]);
       t.lo[r] = _mm512_fmadd_ps(av, b0, t.lo[r]);
       t.hi[r] = _mm512_fmadd_ps(av, b1, t.hi[r]);
@@ -68,13 +69,15 @@ void gemm_ukernel_14x32_rows_a_strided_b(size_t kc, const float* a_rows, const v
                                          float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
                                          const PrefetchRows& prefetch) {
   const InPlaceB<T> src{b, ldb};
-  if (b_packed != nullptr) {
-    tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
-                                                                canonical_nans, RowsPrefetcher(prefetch), b_packed);
-  } else {
-    tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher>(kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans,
-                                                          RowsPrefetcher(prefetch));
-  }
+  with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    if (b_packed != nullptr) {
+      tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true, kRows>(
+          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch), b_packed);
+    } else {
+      tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, false, kRows>(
+          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch));
+    }
+  });
 }
 
 }  // namespace
@@ -96,8 +99,11 @@ void f32_gemm_ukernel_14x32__avx512f(size_t kc, const float* a_packed, const flo
 void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, const float* b_packed, float* c,
                                             size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                             const PrefetchRows& prefetch) {
-  tile_14x32<1, kRowsALd>(kc, a_rows, PackedB{b_packed}, c, ldc, mr, nr, accumulate, canonical_nans,
-                          RowsPrefetcher(prefetch));
+  with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    tile_14x32<1, kRowsALd, PackedB, RowsPrefetcher, false, kRows>(kc, a_rows, PackedB{b_packed}, c, ldc, mr, nr,
+                                                                   accumulate, canonical_nans,
+                                                                   RowsPrefetcher(prefetch));
+  });
 }
 
 // The in-place variants, by B's dtype: f16 and bf16 are widened as they are

@@ -104,13 +104,14 @@ __attribute__((always_inline)) inline void interleave_pair_row(__m512i lo, __m51
 // transposed ([pairs][14]) or copied rows ([14][kRowsALd]). B is packed,
 // or (kStridedB) raw bf16 rows ldb elements apart, interleaved into pairs
 // as they are read and (kCopyB) stored packed to b_copy for the panel's
-// other calls.
-template <size_t kMStep, size_t kRStep, class Prefetcher, bool kStridedB = false, bool kCopyB = false>
+// other calls. Only rows < kRows are computed (avx512::with_tile_rows).
+template <size_t kMStep, size_t kRStep, class Prefetcher, bool kStridedB = false, bool kCopyB = false,
+          size_t kRows = kMR>
 __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const float* a_words, const void* b,
                                                            float* c, size_t ldc, size_t mr, size_t nr,
                                                            bool accumulate, bool canonical_nans, Prefetcher next,
                                                            size_t ldb = 0, float* b_copy = nullptr) {
-  avx512::CTile<kMR> t(c, ldc, mr, nr, accumulate);
+  avx512::CTile<kRows> t(c, ldc, mr, nr, accumulate);
   const auto* a = reinterpret_cast<const int32_t*>(a_words);
   const auto* b_packed = static_cast<const float*>(b);
   const auto* b_rows = static_cast<const uint16_t*>(b);
@@ -135,7 +136,7 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
     }
     const __m512bh b0 = (__m512bh)w0, b1 = (__m512bh)w1;
 #pragma GCC unroll 14
-    for (size_t r = 0; r < kMR; ++r) {
+    for (size_t r = 0; r < kRows; ++r) {
       const __m512bh pair = (__m512bh)_mm512_set1_epi32(a[r * kRStep]);
       t.lo[r] = _mm512_dpbf16_ps(t.lo[r], b0, pair);
       t.hi[r] = _mm512_dpbf16_ps(t.hi[r], b1, pair);
@@ -163,8 +164,10 @@ void bf16_gemm_ukernel_14x32__avx512bf16(size_t kc, const float* a_packed, const
 void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, const float* b_packed, float* c,
                                                 size_t ldc, size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                                 const PrefetchRows& prefetch) {
-  pair_tile_14x32<1, kRowsALd>(kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans,
-                               avx512::RowsPrefetcher(prefetch));
+  avx512::with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, false, false, kRows>(
+        kc, a_rows, b_packed, c, ldc, mr, nr, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch));
+  });
 }
 
 // A 32-column panel of a bf16 B contiguous along its outer dimension (the
@@ -176,14 +179,15 @@ void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float
                                                           float* b_packed, float* c, size_t ldc, size_t mr,
                                                           bool accumulate, bool canonical_nans,
                                                           const PrefetchRows& prefetch) {
-  if (b_packed != nullptr) {
-    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
-                                                                     canonical_nans, avx512::RowsPrefetcher(prefetch),
-                                                                     ldb, b_packed);
-  } else {
-    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
-                                                               canonical_nans, avx512::RowsPrefetcher(prefetch), ldb);
-  }
+  avx512::with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
+    if (b_packed != nullptr) {
+      pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true, kRows>(
+          kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch), ldb, b_packed);
+    } else {
+      pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, false, kRows>(
+          kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch), ldb);
+    }
+  });
 }
 
 // Copying rather than transposing grad_y rows, each micro-panel on first

@@ -78,17 +78,17 @@ std::vector<GemmCase> forward_cases() {
       c.out_padded = false;  // column-major y as well
       out.push_back(c);
     }
-  GemmCase big;  // several row tiles, column blocks and K blocks
+  GemmCase big;  // several row tiles and K blocks
   big.counts = {300, 0, 251, 7}, big.K = 300, big.N = 270, big.seed = 5;
   out.push_back(big);
   big.dtype = DType::kBF16, big.f32_out = false, big.weight_nk = true;
   out.push_back(big);
   // Experts of several row tiles with K one reduction block: a worker's
   // next tile of an expert reuses the weight panel it packed, and the
-  // next expert's, or the next column block's (N 300: two), must not (the
-  // forward's b_key).
+  // next expert's, or the next column block's (N 2100: two of at most
+  // 2048), must not (the forward's b_key).
   GemmCase tiles;
-  tiles.counts = {600, 3, 0, 260}, tiles.K = 40, tiles.N = 300, tiles.seed = 7;
+  tiles.counts = {500, 3, 0, 30}, tiles.K = 24, tiles.N = 2100, tiles.seed = 7;
   out.push_back(tiles);
   tiles.dtype = DType::kBF16;
   out.push_back(tiles);
@@ -217,7 +217,7 @@ TEST(GroupedMatmul, NarrowOutputIsTheF32ResultRoundedOnce) {
 TEST(GroupedMatmul, ARunReusesNoPanelOfAnEarlierRunsWorkspace) {
   for (DType dtype : {DType::kF32, DType::kBF16}) {
     GemmCase c;
-    c.counts = {300}, c.K = 40, c.N = 300, c.dtype = dtype;
+    c.counts = {300}, c.K = 40, c.N = 2100, c.dtype = dtype;
     ForwardRun first(c);
     c.seed = 2;
     ForwardRun second(c);

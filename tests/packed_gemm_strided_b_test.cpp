@@ -1,16 +1,17 @@
 // packed_gemm_tile with a B contiguous along its outer dimension (the
 // forward's weight, grad-x's [G, N, K] one), which the AVX-512 and AVX2
-// tables' copied-rows kernels read in place instead of packing (f16 and bf16
-// widened as they are read), for every exact table this CPU runs and every
-// dtype: each output element must be the one fp32 FMA chain of SPEC §5
-// (ascending reduction steps from +0.0) of the widened operands, computed
-// here by a plain std::fma loop, bit for bit. The cases cover one reduction block and
-// several (the calls request the next block's first panel), full column
-// panels and a narrower last one (packed), no full panel at all, rows of B
+// tables' copied-rows kernels read in place instead of packing (f16 and
+// bf16 widened as they are read), for every exact table this CPU runs and
+// every dtype: each output element must be the one fp32 FMA chain of SPEC
+// §5 (ascending reduction steps from +0.0) of the widened operands,
+// computed here by a plain std::fma loop, bit for bit. The cases cover one
+// reduction block and several (the calls request the next block's first
+// panel), full column panels and a narrower last one (packed), no full
+// panel at all, row counts in each of the kernels' short tiles, rows of B
 // that start mid-line (a leading dimension that is no multiple of 16, a
 // column offset), gathered A rows, and every column and row outside the
-// tile left as it was; and the same in the fast bf16 mode's tables, against
-// its pair chain.
+// tile left as it was; and the same in the fast bf16 mode's tables,
+// against its pair chain.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -87,6 +88,11 @@ std::vector<Case> tile_cases(const GemmKernels& k, size_t odd) {
       {k.mr, 3 * k.nr, kc, 0, 0, 0},                     // one block, whole aligned panels
       {1, k.nr, 1, 0, 0, 0},                             // one row, one step
       {5, k.nr - 3, 40 + odd, 1, 0, 2},                  // no full panel: all packed
+      // Rows in place in each of the short tiles' row counts (AVX-512: 4,
+      // 8, 14; AVX2: 2, 4, 6), each side of a boundary.
+      {3, k.nr, 9 + odd, 0, 0, 0},
+      {6, k.nr + 5, 33 + odd, 2, 1, 0},
+      {9, 2 * k.nr, 70, 0, 0, 0},
       {3 * k.mr, 4 * k.nr, 2 * kc + 1, 16, k.nr, 0},      // a last block of one step
   };
 }
@@ -151,7 +157,7 @@ void check_fma_chain(const GemmKernels& k, DType dtype, const Case& cs, Convert 
 }
 
 // Every dtype: f16 and bf16 are widened exactly, as they are read in place
-// (AVX-512) or packed.
+// (AVX-512, AVX2) or packed (the scalar table).
 TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
   bool in_place_seen = false;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
@@ -222,52 +228,58 @@ TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
 // (its full micro-panels packed by their first calls) only where the rows
 // took more than one micro-panel. A second call with the same key, one
 // block, must compute the FMA chain from whatever it reuses, in both orders
-// of a one-micro-panel and a three-micro-panel call. The key the scratch
-// holds afterwards shows which path ran: -1 after a one-micro-panel call
-// that found no panel to reuse, only where B was read in place.
+// of a one-micro-panel and a three-micro-panel call, in every dtype. The
+// key the scratch holds afterwards shows which path ran: -1 after a
+// one-micro-panel call that found no panel to reuse, only where B was read
+// in place (so a dtype whose B the driver packed instead would fail here).
+template <typename T, typename Convert, typename Widen>
+void check_keyed_reuse(const GemmKernels& k, DType dtype, Convert convert, Widen widen) {
+  const size_t kc = 256, a_rows = 3 * k.mr;
+  const Case cs{a_rows - 2, 2 * k.nr + 3, 100, 5, 0, 0};  // Operands: a_rows rows of A
+  const Operands<T> o(cs, 5, convert);
+  const std::vector<T>& a = o.a;
+  const T* const b = o.b();
+  const size_t len = cs.len, cols = cs.cols, ldb = o.ldb;
+  const GemmOperand ao{a.data(), static_cast<int64_t>(len), 1};
+  const GemmOperand bo{b, 1, static_cast<int64_t>(ldb)};
+  for (const bool small_first : {true, false}) {
+    SCOPED_TRACE(std::string(mgt::isa_label(k.isa)) + " " + moegrad::dtype_name(dtype) +
+                 (small_first ? ": 1 row, then 3 micro-panels" : ": 3 micro-panels, then 1 row"));
+    mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, a_rows, kc) + 64), b_pack((cols + k.nr) * kc + 64);
+    PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
+    const GemmBlocking blk{&k, dtype, kc, false};
+    int64_t held_key = -1;
+    for (const size_t count : small_first ? std::vector<size_t>{1, a_rows} : std::vector<size_t>{a_rows, 1}) {
+      std::vector<int32_t> rows(count);
+      for (size_t r = 0; r < count; ++r) rows[r] = static_cast<int32_t>((r * 5 + count) % a_rows);
+      std::vector<float> c(count * cols, std::bit_cast<float>(kUnwritten));
+      moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), count, bo, 0, cols, 0, static_cast<int64_t>(len),
+                                        c.data(), cols, &scratch, -1, /*b_key=*/7);
+      size_t wrong = 0;
+      for (size_t r = 0; r < count; ++r)
+        for (size_t j = 0; j < cols; ++j) {
+          float acc = 0.0f;
+          for (size_t p = 0; p < len; ++p)
+            acc = std::fma(widen(a[static_cast<size_t>(rows[r]) * len + p]), widen(b[p * ldb + j]), acc);
+          wrong += std::bit_cast<uint32_t>(c[r * cols + j]) != std::bit_cast<uint32_t>(acc);
+        }
+      EXPECT_EQ(wrong, 0u) << count << " rows";
+      // A panel held under the key is reused (the key stays); otherwise the
+      // call leaves it whole, except a one-micro-panel call that read it in place.
+      const int64_t expected_key = held_key == 7 || !(reads_b_in_place(k) && count <= k.mr) ? 7 : -1;
+      EXPECT_EQ(scratch.b_key, expected_key) << count << " rows";
+      held_key = scratch.b_key;
+    }
+  }
+}
+
 TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
     if (kp == nullptr) continue;
-    const GemmKernels& k = *kp;
-    const size_t kc = 256, cols = 2 * k.nr + 3, len = 100, ldb = cols + 5, a_rows = 3 * k.mr;
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<float> a(a_rows * len), b(len * ldb);
-    for (float& v : a) v = value(rng);
-    for (float& v : b) v = value(rng);
-    const GemmOperand ao{a.data(), static_cast<int64_t>(len), 1};
-    const GemmOperand bo{b.data(), 1, static_cast<int64_t>(ldb)};
-    for (const bool small_first : {true, false}) {
-      SCOPED_TRACE(std::string(mgt::isa_label(k.isa)) + (small_first ? ": 1 row, then 3 micro-panels" :
-                                                                      ": 3 micro-panels, then 1 row"));
-      mgt::AlignedFloats a_pack(moegrad::kernels::a_pack_floats(k, a_rows, kc) + 64),
-          b_pack((cols + k.nr) * kc + 64);
-      PackScratch scratch{a_pack.data.get(), b_pack.data.get()};
-      const GemmBlocking blk{&k, DType::kF32, kc, false};
-      int64_t held_key = -1;
-      for (const size_t count : small_first ? std::vector<size_t>{1, a_rows} : std::vector<size_t>{a_rows, 1}) {
-        std::vector<int32_t> rows(count);
-        for (size_t r = 0; r < count; ++r) rows[r] = static_cast<int32_t>((r * 5 + count) % a_rows);
-        std::vector<float> c(count * cols, std::bit_cast<float>(kUnwritten));
-        moegrad::driver::packed_gemm_tile(blk, ao, rows.data(), count, bo, 0, cols, 0, static_cast<int64_t>(len),
-                                          c.data(), cols, &scratch, -1, /*b_key=*/7);
-        size_t wrong = 0;
-        for (size_t r = 0; r < count; ++r)
-          for (size_t j = 0; j < cols; ++j) {
-            float acc = 0.0f;
-            for (size_t p = 0; p < len; ++p)
-              acc = std::fma(a[static_cast<size_t>(rows[r]) * len + p], b[p * ldb + j], acc);
-            wrong += std::bit_cast<uint32_t>(c[r * cols + j]) != std::bit_cast<uint32_t>(acc);
-          }
-        EXPECT_EQ(wrong, 0u) << count << " rows";
-        // A panel held under the key is reused (the key stays); otherwise the
-        // call leaves it whole, except a one-micro-panel call that read it in place.
-        const int64_t expected_key = held_key == 7 || !(reads_b_in_place(k) && count <= k.mr) ? 7 : -1;
-        EXPECT_EQ(scratch.b_key, expected_key) << count << " rows";
-        held_key = scratch.b_key;
-      }
-    }
+    check_keyed_reuse<float>(*kp, DType::kF32, [](float v) { return v; }, [](float v) { return v; });
+    check_keyed_reuse<uint16_t>(*kp, DType::kF16, mgt::float_to_f16_bits, mgt::f16_bits_to_float);
+    check_keyed_reuse<uint16_t>(*kp, DType::kBF16, mgt::float_to_bf16_bits, mgt::bf16_bits_to_float);
   }
 }
 

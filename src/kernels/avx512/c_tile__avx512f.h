@@ -63,8 +63,9 @@ struct CTile {
 
 // Calls run.template operator()<R>() with R the smallest of 4, 8 and 14
 // rows that holds mr: a call for a short micro-panel (an expert's last
-// rows) computes only a few more rows than it has, not all 14 (rows past mr
-// are zero in A, so the rows it does compute are the same chains).
+// rows) computes only a few more rows than it has, not all 14 (each row's
+// chain reads only its own row of A, so the rows it computes keep their
+// bits).
 template <class Run>
 __attribute__((always_inline)) inline void with_tile_rows(size_t mr, Run&& run) {
   if (mr > 8) {

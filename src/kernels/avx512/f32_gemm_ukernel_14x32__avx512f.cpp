@@ -63,20 +63,22 @@ __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a,
   t.store(c, ldc, mr, canonical_nans);
 }
 
-// B of dtype T read in place, stored packed where b_packed is not null.
+// B of dtype T read in place, stored packed where b_packed is not null
+// (the driver asks for that only from a panel's first call of several, a
+// full micro-panel: its 14-row tile alone is compiled).
 template <DType T>
 void gemm_ukernel_14x32_rows_a_strided_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
                                          float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
                                          const PrefetchRows& prefetch) {
   const InPlaceB<T> src{b, ldb};
+  if (b_packed != nullptr) {
+    tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
+                                                                canonical_nans, RowsPrefetcher(prefetch), b_packed);
+    return;
+  }
   with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
-    if (b_packed != nullptr) {
-      tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true, kRows>(
-          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch), b_packed);
-    } else {
-      tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, false, kRows>(
-          kc, a_rows, src, c, ldc, mr, kNR, accumulate, canonical_nans, RowsPrefetcher(prefetch));
-    }
+    tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, false, kRows>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
+                                                                        canonical_nans, RowsPrefetcher(prefetch));
   });
 }
 
@@ -108,7 +110,8 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
 
 // The in-place variants, by B's dtype: f16 and bf16 are widened as they are
 // read, two widening loads per 28 FMAs, instead of by a pack pass that waits
-// on DRAM (driver/packed_gemm.cpp has the measurements).
+// on DRAM (driver/packed_gemm.cpp has the measurements on AVX-512,
+// docs/performance-history.md those on AVX2 too).
 const StridedBUkernelFn gemm_ukernel_14x32_rows_a_strided_b__avx512f[kNumDTypes] = {
     gemm_ukernel_14x32_rows_a_strided_b<DType::kF32>,
     gemm_ukernel_14x32_rows_a_strided_b<DType::kF16>,

@@ -1,6 +1,6 @@
 // Loads of 16 elements widened to f32 (exact for f16 via F16C and for bf16 by
 // a shift), and a 16x16 transpose: the building blocks of the packing
-// routines. Only for AVX-512F translation units (namespace avx512).
+// routines (and of the copied-rows kernel's weight read in place). Only for AVX-512F translation units (namespace avx512).
 #pragma once
 
 #include <immintrin.h>

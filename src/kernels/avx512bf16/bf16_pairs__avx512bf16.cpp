@@ -179,14 +179,15 @@ void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float
                                                           float* b_packed, float* c, size_t ldc, size_t mr,
                                                           bool accumulate, bool canonical_nans,
                                                           const PrefetchRows& prefetch) {
+  if (b_packed != nullptr) {  // a panel's first call of several: a full micro-panel
+    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
+                                                                     canonical_nans, avx512::RowsPrefetcher(prefetch),
+                                                                     ldb, b_packed);
+    return;
+  }
   avx512::with_tile_rows(mr, [&]<size_t kRows>() __attribute__((always_inline)) {
-    if (b_packed != nullptr) {
-      pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true, kRows>(
-          kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch), ldb, b_packed);
-    } else {
-      pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, false, kRows>(
-          kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch), ldb);
-    }
+    pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, false, kRows>(
+        kc, a_rows, b, c, ldc, mr, kNR, accumulate, canonical_nans, avx512::RowsPrefetcher(prefetch), ldb);
   });
 }
 

@@ -93,6 +93,7 @@ std::vector<Case> tile_cases(const GemmKernels& k, size_t odd) {
       {3, k.nr, 9 + odd, 0, 0, 0},
       {6, k.nr + 5, 33 + odd, 2, 1, 0},
       {9, 2 * k.nr, 70, 0, 0, 0},
+      {k.mr + 5, 2 * k.nr + 1, 300 + odd, 3, 2, 1},  // two micro-panels: both calls read B in place
       {3 * k.mr, 4 * k.nr, 2 * kc + 1, 16, k.nr, 0},      // a last block of one step
   };
 }
@@ -230,8 +231,9 @@ TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
 // block, must compute the FMA chain from whatever it reuses, in both orders
 // of a one-micro-panel and a three-micro-panel call, in every dtype. The
 // key the scratch holds afterwards shows which path ran: -1 after a
-// one-micro-panel call that found no panel to reuse, only where B was read
-// in place (so a dtype whose B the driver packed instead would fail here).
+// call of at most two micro-panels (which all read B in place) that found
+// no panel to reuse, only where B was read in place (so a dtype whose B the
+// driver packed instead would fail here).
 template <typename T, typename Convert, typename Widen>
 void check_keyed_reuse(const GemmKernels& k, DType dtype, Convert convert, Widen widen) {
   const size_t kc = 256, a_rows = 3 * k.mr;
@@ -265,8 +267,9 @@ void check_keyed_reuse(const GemmKernels& k, DType dtype, Convert convert, Widen
         }
       EXPECT_EQ(wrong, 0u) << count << " rows";
       // A panel held under the key is reused (the key stays); otherwise the
-      // call leaves it whole, except a one-micro-panel call that read it in place.
-      const int64_t expected_key = held_key == 7 || !(reads_b_in_place(k) && count <= k.mr) ? 7 : -1;
+      // call leaves it whole, except a call of at most two micro-panels that
+      // read it in place.
+      const int64_t expected_key = held_key == 7 || !(reads_b_in_place(k) && count <= 2 * k.mr) ? 7 : -1;
       EXPECT_EQ(scratch.b_key, expected_key) << count << " rows";
       held_key = scratch.b_key;
     }

@@ -53,9 +53,9 @@ struct GemmBlocking {
 // is read in place where A is copied rows (the copied-rows kernels of
 // AVX-512 and AVX2, and of the fast bf16 mode's AVX512_BF16 table:
 // RowsAKernels::ukernel_strided_b), unless b_key names the panel the
-// scratch already holds: each full
-// micro-panel by its first kernel call, which packs it for the others, the
-// last narrower one packed up front. Any other B contiguous along its outer
+// scratch already holds: each full micro-panel by its first kernel call,
+// which packs it for the others (by every call where the rows take at most
+// two micro-panels), the last narrower one packed up front. Any other B contiguous along its outer
 // dimension (A then packed transposed) is packed a few reduction steps at
 // a time across all panels, and the kernel calls request the next
 // reduction block's rows into L2 meanwhile: B's, and A's where A too is

@@ -58,10 +58,10 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
 // next block packs, into L2: the pack pass then finds them there instead
 // of waiting on DRAM with no FMA to overlap: the plain kernels' A and B
 // (the weight grad's x^T and grad_y where an expert's rows take several
-// blocks; the copied-rows kernels read such a B in place instead). Call `call` of the
-// block's `calls` such calls takes its share of the next block's rows,
-// all of their columns [col0, col0 + cols). Empty where there is nothing
-// to request.
+// blocks; the copied-rows kernels read such a B in place instead). Call
+// `call` of the block's `calls` such calls takes its share of the next
+// block's rows, all of their columns [col0, col0 + cols). Empty where there
+// is nothing to request.
 kernels::PrefetchRows next_block_rows(const GemmOperand& op, size_t elem, size_t col0, size_t cols, size_t call,
                                       size_t calls, size_t next_n0, size_t next_kc) {
   const size_t share = (next_kc + calls - 1) / calls, from = call * share;
@@ -111,7 +111,8 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   const size_t elem = dtype_bytes(blk.dtype);
   // A B contiguous along its outer dimension (the forward's weight,
   // grad-x's [G, N, K] one) is read in place by the copied-rows kernel
-  // where the ISA has that variant for its dtype: each full NR-column
+  // (every copied-rows table has that variant for each dtype its rows
+  // take): each full NR-column
   // micro-panel by the first call that uses it, which also packs it for the
   // panel's other calls, and only a last narrower one packed up front. Each
   // element of such a weight feeds the few rows of one expert's tile, so a
@@ -132,8 +133,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   // 3686 rows, which a read in place would pack again per tile: 1.03x the
   // time, grad-x with a [G, N, K] weight).
   const bool reuse_b = single_block && b_key >= 0 && scratch->b_key == b_key;
-  const kernels::StridedBUkernelFn ukernel_strided_b =
-      rows_a != nullptr && rows_a->ukernel_strided_b != nullptr ? rows_a->ukernel_strided_b[dt] : nullptr;
+  const kernels::StridedBUkernelFn ukernel_strided_b = rows_a != nullptr ? rows_a->ukernel_strided_b[dt] : nullptr;
   const bool strided_b = !reuse_b && ukernel_strided_b != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
                          blk.kc <= kMaxStridedKc;
   // Where the rows take at most two micro-panels, both calls of a panel

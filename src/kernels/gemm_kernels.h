@@ -189,9 +189,9 @@ struct RowsAKernels {
   const PackGatheredRowsFn* pack;  // [kNumDTypes]
   // The ukernel with a B of that dtype read in place (nr = NR), rows ldb
   // elements apart, and stored packed (as the table's pack_b stores it,
-  // 64-byte aligned) to b_packed as it is read unless that is null. An
-  // entry for every dtype `pack` takes: the driver packs such a B up front
-  // only where A is packed transposed.
+  // 64-byte aligned) to b_packed as it is read unless that is null. Never
+  // null, with an entry for every dtype `pack` takes: the driver packs such
+  // a B up front only where A is packed transposed.
   const StridedBUkernelFn* ukernel_strided_b;  // [kNumDTypes]
 };
 

@@ -54,6 +54,29 @@ TEST_P(Order, RandomWideExponentCasesMatchBitwise) {
     }
 }
 
+// An expert whose rows are in ascending token order (as MoeInitRouting
+// leaves them) gives each item its tokens' rows by binary search, any other
+// expert by a scan. Every thread count (token chunks that cut the experts'
+// rows in other places) gives SPEC §5's bits, with capacity padding before
+// and after an expert's rows or among them, a descending expert and an
+// empty one.
+TEST_P(Order, RowsOfSortedAndUnsortedExpertsMatchBitwise) {
+  for (int32_t type : {0, 1})
+    for (bool padding_at_ends : {true, false}) {
+      ProblemSpec s = make_spec({.batch = 61, .top_k = 3, .experts = 7, .K = 40, .N = 33}, type, 0.8, 11 + type);
+      s.routing.dropped_keep_row = true;
+      s.routing.shuffle_within_expert = false;
+      s.routing.padding_at_ends = padding_at_ends;
+      s.routing.descending_experts = {2};
+      s.routing.empty_experts = {5};
+      s.dtype = DType::kF32;
+      s.values = Values::kWideExponent;
+      s.value_seed = 5 + static_cast<uint64_t>(type);
+      const Problem p(s);
+      for (int32_t threads : {1, 2, 3, 5, 8, 16}) expect_contract_bits(p, threads);
+    }
+}
+
 // f16 and bf16 are widened exactly, so the same f32 order applies to them.
 TEST_P(Order, HalfPrecisionInputsFollowTheSameOrder) {
   for (DType dtype : {DType::kF16, DType::kBF16})

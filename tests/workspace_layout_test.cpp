@@ -73,8 +73,9 @@ TEST(WorkspaceLayout, EveryRegionIs512ByteAlignedDisjointAndInside) {
                       MOEGRAD_STATUS_SUCCESS);
             const std::string what = std::string(s.name) + " isa " + std::to_string(isa) + " engine " +
                                      std::to_string(static_cast<int>(engine)) + " workers " + std::to_string(workers);
-            const Region all[] = {plan.token_of_row, plan.row_starts, plan.token_has_rows, plan.group_start,
-                                  plan.ring,         plan.a_pack,     plan.b_pack,         plan.row_lists};
+            const Region all[] = {plan.token_of_row, plan.row_starts, plan.token_has_rows,
+                                  plan.group_start,  plan.token_runs, plan.ring,
+                                  plan.a_pack,       plan.b_pack,     plan.row_lists};
             std::vector<std::pair<size_t, size_t>> spans;  // [offset, end) of each non-empty region
             for (const Region& r : all) {
               EXPECT_EQ(r.offset % 512, 0u) << what;

@@ -21,6 +21,7 @@ struct Tables {
   uint8_t* row_starts;
   uint8_t* token_has_rows;
   int64_t* group_start;
+  int64_t* token_runs;
 };
 
 template <typename T>
@@ -33,6 +34,7 @@ moegrad_status routing_phase(const GradXProblem& p, const plan::GradXPlan& plan,
   t->row_starts = region<uint8_t>(base, plan.row_starts);
   t->token_has_rows = region<uint8_t>(base, plan.token_has_rows);
   t->group_start = region<int64_t>(base, plan.group_start);
+  t->token_runs = region<int64_t>(base, plan.token_runs);
   if (auto s = build_group_start(p.group_list, p.group_list_type, p.M, "grad_y", t->group_start)) return s;
   return build_token_of_row(p, t->token_of_row);
 }
@@ -71,18 +73,21 @@ struct Slot {
   int64_t expert = -1;
 };
 
-// Walks an item's rows expert by expert, ascending, one slot at a time.
+// Walks an item's rows expert by expert, ascending, one slot at a time: in
+// an expert whose rows form a token run (find_token_runs) only the run's
+// rows of the item's tokens, found by binary search; in any other, every
+// row, keeping those of the item's tokens.
 class SlotGatherer {
  public:
   SlotGatherer(const GradXProblem& p, const Tables& t, int64_t t0, int64_t t1, size_t ms)
-      : p_(p), t_(t), t0_(t0), t1_(t1), ms_(ms), i_(t.group_start[0]) {}
+      : p_(p), t_(t), t0_(t0), t1_(t1), ms_(ms) {}
 
   // Fills *s; false when the item has no rows left.
   bool next(Slot* s) {
     s->count = 0;
-    for (; g_ < p_.G; ++g_) {
-      const int64_t end = t_.group_start[g_ + 1];
-      for (; i_ < end && s->count < ms_; ++i_) {
+    for (; g_ < p_.G; ++g_, entered_ = false) {
+      if (!entered_) enter_expert();
+      for (; i_ < end_ && s->count < ms_; ++i_) {
         const int32_t b = t_.token_of_row[i_];
         if (b >= t0_ && b < t1_) {
           s->rows[s->count] = static_cast<int32_t>(i_);
@@ -93,7 +98,10 @@ class SlotGatherer {
       }
       if (s->count > 0) {
         s->expert = g_;
-        if (i_ == end) ++g_;
+        if (i_ == end_) {
+          ++g_;
+          entered_ = false;
+        }
         return true;
       }
     }
@@ -101,12 +109,28 @@ class SlotGatherer {
   }
 
  private:
+  // Sets [i_, end_) to the rows of expert g_ that may hold the item's tokens.
+  void enter_expert() {
+    entered_ = true;
+    const int64_t first = t_.token_runs[2 * g_], end = t_.token_runs[2 * g_ + 1];
+    if (first < 0) {
+      i_ = t_.group_start[g_];
+      end_ = t_.group_start[g_ + 1];
+      return;
+    }
+    const int32_t* tokens = t_.token_of_row;
+    const int32_t* lo = std::lower_bound(tokens + first, tokens + end, t0_);
+    i_ = lo - tokens;
+    end_ = std::lower_bound(lo, tokens + end, t1_) - tokens;
+  }
+
   const GradXProblem& p_;
   const Tables& t_;
   const int64_t t0_, t1_;
   const size_t ms_;
   int64_t g_ = 0;
-  int64_t i_;
+  bool entered_ = false;
+  int64_t i_ = 0, end_ = 0;
 };
 
 float* grad_x_at(const GradXProblem& p, int64_t b, int64_t k) { return p.grad_x + b * p.gx_row + k * p.gx_col; }
@@ -226,6 +250,7 @@ moegrad_status run_grad_x(const GradXProblem& p, const plan::GradXPlan& plan, vo
   // Only the fused scatter-add starts sums with a store; the non-fused one
   // adds into zeroed rows.
   mark_token_starts(p, t.token_of_row, t.row_starts, t.token_has_rows);
+  find_token_runs(t.group_start, p.G, t.token_of_row, t.token_runs);
   runtime::parallel_items(pool, std::min(threads, plan.workers), plan.work_items(),
                  [&](int64_t item, int worker) { run_item(p, plan, t, base, item, worker); });
   return MOEGRAD_STATUS_SUCCESS;

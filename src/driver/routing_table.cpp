@@ -95,4 +95,17 @@ void mark_token_starts(const GradXProblem& p, const int32_t* token_of_row, uint8
   }
 }
 
+void find_token_runs(const int64_t* group_start, int64_t G, const int32_t* token_of_row, int64_t* token_runs) {
+  for (int64_t g = 0; g < G; ++g) {
+    int64_t first = group_start[g], end = group_start[g + 1];
+    while (first < end && token_of_row[first] < 0) ++first;
+    while (end > first && token_of_row[end - 1] < 0) --end;
+    // A row without a token (-1) between them breaks the order.
+    bool ascending = true;
+    for (int64_t i = first + 1; i < end && ascending; ++i) ascending = token_of_row[i] >= token_of_row[i - 1];
+    token_runs[2 * g] = ascending ? first : -1;
+    token_runs[2 * g + 1] = ascending ? end : -1;
+  }
+}
+
 }  // namespace moegrad::driver

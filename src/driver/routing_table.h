@@ -29,4 +29,15 @@ moegrad_status build_token_of_row(const GradXProblem& p, int32_t* token_of_row);
 void mark_token_starts(const GradXProblem& p, const int32_t* token_of_row, uint8_t* row_starts,
                        uint8_t* token_has_rows);
 
+// token_runs[2 G]: for expert g, rows [token_runs[2g], token_runs[2g+1])
+// hold all of g's rows that have a token, every row between them has one,
+// and their tokens do not decrease, as MoeInitRouting leaves them (padding
+// only before or after them). Then the rows of a range of tokens are one
+// run that a binary search finds, and an item walks only those. Scanning
+// every row cost each item O(M): large-token on 64 workers (time-sliced on
+// a 2-core Zen 5, 64 token chunks) took 0.88x the time with the search; 2
+// workers 1.00x, fine-grained 1.00-1.01x, zmoe 1.00x. Both are -1 where g's
+// rows are not so ordered: such an expert is scanned.
+void find_token_runs(const int64_t* group_start, int64_t G, const int32_t* token_of_row, int64_t* token_runs);
+
 }  // namespace moegrad::driver

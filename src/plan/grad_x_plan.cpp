@@ -275,6 +275,7 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
             place_shared(&cursor, static_cast<size_t>(p.M), &plan.row_starts) &&
             place_shared(&cursor, static_cast<size_t>(p.batch), &plan.token_has_rows) &&
             place_shared(&cursor, (static_cast<size_t>(p.G) + 1) * sizeof(int64_t), &plan.group_start) &&
+            place_shared(&cursor, 2 * static_cast<size_t>(p.G) * sizeof(int64_t), &plan.token_runs) &&
             place(&cursor, plan.ms * plan.nc * sizeof(float), plan.workers, &plan.ring) &&
             place(&cursor, a_pack_floats * sizeof(float), plan.workers, &plan.a_pack) &&
             place(&cursor, (plan.rowvec ? 2 * plan.rowvec->strip_floats : plan.nc * plan.kc) * sizeof(float),

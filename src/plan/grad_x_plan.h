@@ -17,6 +17,9 @@
 //                                          (lowest) row: its add is 0 + c
 //   token_has_rows uint8[batch]            1 where a token has any row
 //   group_start   int64[G + 1]             first expanded row of each expert
+//   token_runs    int64[2 G]               each expert's rows with tokens as
+//                                          one run ascending by token, where
+//                                          they are (driver/routing_table.h)
 //   ring          workers x ms x nc f32    one C tile slot per worker (the
 //                                          row-vector engine keeps it as its
 //                                          transpose, nc x rowvec_ld(rows))
@@ -71,7 +74,7 @@ struct GradXPlan {
   int64_t chunks = 0;
   int64_t tokens_per_chunk = 0;
 
-  Region token_of_row, row_starts, token_has_rows, group_start, ring, a_pack, b_pack, row_lists;
+  Region token_of_row, row_starts, token_has_rows, group_start, token_runs, ring, a_pack, b_pack, row_lists;
   size_t workspace_bytes = 0;  // including alignment slack
 
   int64_t work_items() const { return col_blocks * chunks; }

@@ -39,7 +39,7 @@ Routing make_routing(const RoutingSpec& spec) {
       if (kept)
         rows_of_expert[static_cast<size_t>(expert)].push_back(p);
       else if (spec.dropped_keep_row)
-        rows_of_expert[static_cast<size_t>(expert)].push_back(-1);
+        rows_of_expert[static_cast<size_t>(expert)].push_back(spec.padding_at_ends ? -2 - (p % 2) : -1);
     }
   }
 
@@ -49,8 +49,16 @@ Routing make_routing(const RoutingSpec& spec) {
   r.experts = spec.experts;
   r.row_idx_type = spec.row_idx_type;
   std::vector<int64_t> position_of_row;  // original position of each expanded row, or -1
-  for (auto& rows : rows_of_expert) {
+  for (size_t g = 0; g < rows_of_expert.size(); ++g) {
+    auto& rows = rows_of_expert[g];
     if (spec.shuffle_within_expert) std::shuffle(rows.begin(), rows.end(), rng);
+    // Padding marked -2 (even slot) goes first, -3 (odd) last, both as -1.
+    const auto first_owned = std::stable_partition(rows.begin(), rows.end(), [](int64_t v) { return v == -2; });
+    std::stable_partition(first_owned, rows.end(), [](int64_t v) { return v != -3; });
+    std::replace_if(rows.begin(), rows.end(), [](int64_t v) { return v < 0; }, int64_t{-1});
+    if (!spec.shuffle_within_expert && std::count(spec.descending_experts.begin(), spec.descending_experts.end(),
+                                                  static_cast<int64_t>(g)) > 0)
+      std::reverse(rows.begin(), rows.end());
     r.counts.push_back(static_cast<int64_t>(rows.size()));
     position_of_row.insert(position_of_row.end(), rows.begin(), rows.end());
   }

@@ -43,7 +43,7 @@ kernels::PrefetchRows next_b_panel(const kernels::GemmKernels& k, const GemmOper
   size_t nj = jr + k.nr, np = n0, nkc = kc;
   if (nj + k.nr > cols) nj = 0, np = n0 + kc, nkc = next_kc;
   const size_t calls = (count + k.mr - 1) / k.mr, share = (kc + calls - 1) / calls, from = ir / k.mr * share;
-  if (from >= nkc) return {};  // nkc <= blk.kc <= kMaxStridedKc: strided_b asks it
+  if (from >= nkc) return {};  // nkc <= blk.kc <= kMaxStridedKc: in_place_b asks it
   const auto* first = static_cast<const std::byte*>(b.data) +
                       (static_cast<int64_t>(np) * b.reduce_stride + static_cast<int64_t>(j0 + nj)) *
                           static_cast<int64_t>(elem);
@@ -133,9 +133,9 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   // 3686 rows, which a read in place would pack again per tile: 1.03x the
   // time, grad-x with a [G, N, K] weight).
   const bool reuse_b = single_block && b_key >= 0 && scratch->b_key == b_key;
-  const kernels::StridedBUkernelFn ukernel_strided_b = rows_a != nullptr ? rows_a->ukernel_strided_b[dt] : nullptr;
-  const bool strided_b = !reuse_b && ukernel_strided_b != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
-                         blk.kc <= kMaxStridedKc;
+  const kernels::InPlaceBUkernelFn ukernel_in_place_b = rows_a != nullptr ? rows_a->ukernel_in_place_b[dt] : nullptr;
+  const bool in_place_b = !reuse_b && ukernel_in_place_b != nullptr && b.outer_stride == 1 && b.reduce_stride > 0 &&
+                          blk.kc <= kMaxStridedKc;
   // Where the rows take at most two micro-panels, both calls of a panel
   // read it in place and none packs it: the second finds the lines in L1
   // or L2, where the packed copy was a 32 KiB store stream through the L1
@@ -146,7 +146,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
   // five, fine-grained took 0.96x with one thread but 1.02x with two and
   // in the fast bf16 mode (whose in-place calls interleave pairs); every
   // call, zmoe 1.11x with two threads.
-  const bool in_place_only = strided_b && count <= 2 * k.mr;
+  const bool in_place_only = in_place_b && count <= 2 * k.mr;
   // The plain kernels' calls that request the next block's rows
   // (next_block_rows): B's from the first calls of a block and A's from the
   // rest, in proportion to their bytes, each where it is contiguous along
@@ -165,7 +165,7 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
     const size_t kc = std::min(blk.kc, total - pc);
     const size_t n0 = static_cast<size_t>(p0) + pc;
     // B panel: cols columns, [kc][NR] per micro-panel.
-    if (strided_b) {  // only a last, narrower micro-panel is packed
+    if (in_place_b) {  // only a last, narrower micro-panel is packed
       const size_t full = cols / k.nr * k.nr;
       if (full < cols)
         k.pack_b[dt](b.data, b.outer_stride, b.reduce_stride, j0 + full, cols - full, n0, kc,
@@ -238,20 +238,20 @@ void packed_gemm_tile(const GemmBlocking& blk, const GemmOperand& a, const int32
           next.rows += ir;
           next.count = std::min(k.mr, count - ir);
         }
-        if (strided_b && jr > 0 && next.count == 0)
+        if (in_place_b && jr > 0 && next.count == 0)
           next = next_b_panel(k, b, elem, j0, cols, jr, ir, count, n0, kc,
                               pc + kc < total ? std::min(blk.kc, total - pc - kc) : 0);
         if (blk.canonical_nans && next.count == 0)
           next = c_tile_lines(c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr));
-        if (strided_b && (ir == 0 || in_place_only) && jr + k.nr <= cols) {
+        if (in_place_b && (ir == 0 || in_place_only) && jr + k.nr <= cols) {
           // The panel's first call reads it in place and packs it for the
           // panel's other calls (each call reads it in place where the rows
           // fit two micro-panels).
           const std::byte* bs = static_cast<const std::byte*>(b.data) +
                                 (static_cast<int64_t>(n0) * b.reduce_stride + static_cast<int64_t>(j0 + jr)) *
                                     static_cast<int64_t>(elem);
-          ukernel_strided_b(kc, ap, bs, static_cast<size_t>(b.reduce_stride), in_place_only ? nullptr : bp,
-                            c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), pc > 0, canonical_nans, next);
+          ukernel_in_place_b(kc, ap, bs, static_cast<size_t>(b.reduce_stride), in_place_only ? nullptr : bp,
+                             c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), pc > 0, canonical_nans, next);
           continue;
         }
         rows_a->ukernel(kc, ap, bp, c + ir * ldc + jr, ldc, std::min(k.mr, count - ir), std::min(k.nr, cols - jr),

@@ -52,7 +52,7 @@ struct GemmBlocking {
 // A B contiguous along its outer dimension, rows a positive stride apart,
 // is read in place where A is copied rows (the copied-rows kernels of
 // AVX-512 and AVX2, and of the fast bf16 mode's AVX512_BF16 table:
-// RowsAKernels::ukernel_strided_b), unless b_key names the panel the
+// RowsAKernels::ukernel_in_place_b), unless b_key names the panel the
 // scratch already holds: each full micro-panel by its first kernel call,
 // which packs it for the others (by every call where the rows take at most
 // two micro-panels), the last narrower one packed up front. Any other B contiguous along its outer

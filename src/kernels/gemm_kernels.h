@@ -173,7 +173,7 @@ struct RowvecKernels {
 // micro-kernel broadcasting A[r][p] from it. Same FMA chain per element.
 // The fast bf16 mode's table copies raw bf16 rows instead: pair m of row r
 // is 32-bit word m of A row r, broadcast as the pair kernel's A pair.
-using StridedBUkernelFn = void (*)(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
+using InPlaceBUkernelFn = void (*)(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
                                    float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
                                    const PrefetchRows& prefetch);
 struct RowsAKernels {
@@ -192,7 +192,7 @@ struct RowsAKernels {
   // 64-byte aligned) to b_packed as it is read unless that is null. Never
   // null, with an entry for every dtype `pack` takes: the driver packs such
   // a B up front only where A is packed transposed.
-  const StridedBUkernelFn* ukernel_strided_b;  // [kNumDTypes]
+  const InPlaceBUkernelFn* ukernel_in_place_b;  // [kNumDTypes]
 };
 
 struct GemmKernels {

@@ -110,9 +110,9 @@ __attribute__((always_inline)) inline void with_tile_rows(size_t mr, Run&& run) 
 // (only from a panel's first call of several, a full micro-panel: its
 // 6-row tile alone is compiled).
 template <DType T>
-void gemm_ukernel_6x16_rows_a_strided_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
-                                        float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
-                                        const PrefetchRows& prefetch) {
+void gemm_ukernel_6x16_rows_a_in_place_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
+                                         float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
+                                         const PrefetchRows& prefetch) {
   const InPlaceB<T> src{b, ldb};
   if (b_packed != nullptr) {
     tile_6x16<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
@@ -151,10 +151,10 @@ void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const fl
 
 // As on AVX-512 (docs/performance-history.md has the measurements: forward,
 // fine-grained, 0.83x the time of the pack pass in f32, 0.81x in f16/bf16).
-const StridedBUkernelFn gemm_ukernel_6x16_rows_a_strided_b__avx2[kNumDTypes] = {
-    gemm_ukernel_6x16_rows_a_strided_b<DType::kF32>,
-    gemm_ukernel_6x16_rows_a_strided_b<DType::kF16>,
-    gemm_ukernel_6x16_rows_a_strided_b<DType::kBF16>,
+const InPlaceBUkernelFn gemm_ukernel_6x16_rows_a_in_place_b__avx2[kNumDTypes] = {
+    gemm_ukernel_6x16_rows_a_in_place_b<DType::kF32>,
+    gemm_ukernel_6x16_rows_a_in_place_b<DType::kF16>,
+    gemm_ukernel_6x16_rows_a_in_place_b<DType::kBF16>,
 };
 
 }  // namespace moegrad::kernels::avx2

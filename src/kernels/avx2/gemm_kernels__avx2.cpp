@@ -25,7 +25,7 @@ constinit const RowsAKernels kRowsAKernels = {
     kMaxStripKc,
     f32_gemm_ukernel_6x16_rows_a__avx2,
     pack_a_rows_6__avx2,
-    gemm_ukernel_6x16_rows_a_strided_b__avx2,
+    gemm_ukernel_6x16_rows_a_in_place_b__avx2,
 };
 
 constinit const GemmKernels kGemmKernels = {

@@ -40,7 +40,7 @@ void f32_gemm_ukernel_6x16_rows_a__avx2(size_t kc, const float* a_rows, const fl
 // The same with B read in place, by B's dtype: 16 columns of rows ldb
 // elements apart, widened to f32 and also stored packed to b_packed (32-byte
 // aligned) unless it is null.
-extern const StridedBUkernelFn gemm_ukernel_6x16_rows_a_strided_b__avx2[kNumDTypes];
+extern const InPlaceBUkernelFn gemm_ukernel_6x16_rows_a_in_place_b__avx2[kNumDTypes];
 extern const PackGatheredRowsFn pack_a_rows_6__avx2[kNumDTypes];
 
 }  // namespace moegrad::kernels::avx2

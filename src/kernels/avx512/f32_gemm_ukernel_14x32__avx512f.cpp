@@ -67,9 +67,9 @@ __attribute__((always_inline)) inline void tile_14x32(size_t kc, const float* a,
 // (the driver asks for that only from a panel's first call of several, a
 // full micro-panel: its 14-row tile alone is compiled).
 template <DType T>
-void gemm_ukernel_14x32_rows_a_strided_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
-                                         float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
-                                         const PrefetchRows& prefetch) {
+void gemm_ukernel_14x32_rows_a_in_place_b(size_t kc, const float* a_rows, const void* b, size_t ldb, float* b_packed,
+                                          float* c, size_t ldc, size_t mr, bool accumulate, bool canonical_nans,
+                                          const PrefetchRows& prefetch) {
   const InPlaceB<T> src{b, ldb};
   if (b_packed != nullptr) {
     tile_14x32<1, kRowsALd, InPlaceB<T>, RowsPrefetcher, true>(kc, a_rows, src, c, ldc, mr, kNR, accumulate,
@@ -112,10 +112,10 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
 // read, two widening loads per 28 FMAs, instead of by a pack pass that waits
 // on DRAM (driver/packed_gemm.cpp has the measurements on AVX-512,
 // docs/performance-history.md those on AVX2 too).
-const StridedBUkernelFn gemm_ukernel_14x32_rows_a_strided_b__avx512f[kNumDTypes] = {
-    gemm_ukernel_14x32_rows_a_strided_b<DType::kF32>,
-    gemm_ukernel_14x32_rows_a_strided_b<DType::kF16>,
-    gemm_ukernel_14x32_rows_a_strided_b<DType::kBF16>,
+const InPlaceBUkernelFn gemm_ukernel_14x32_rows_a_in_place_b__avx512f[kNumDTypes] = {
+    gemm_ukernel_14x32_rows_a_in_place_b<DType::kF32>,
+    gemm_ukernel_14x32_rows_a_in_place_b<DType::kF16>,
+    gemm_ukernel_14x32_rows_a_in_place_b<DType::kBF16>,
 };
 
 }  // namespace moegrad::kernels::avx512

@@ -25,7 +25,7 @@ constinit const RowsAKernels kRowsAKernels = {
     kMaxStripKc,
     f32_gemm_ukernel_14x32_rows_a__avx512f,
     pack_a_rows_14__avx512f,
-    gemm_ukernel_14x32_rows_a_strided_b__avx512f,
+    gemm_ukernel_14x32_rows_a_in_place_b__avx512f,
 };
 
 constinit const GemmKernels kGemmKernels = {

@@ -20,7 +20,7 @@ void f32_gemm_ukernel_14x32_rows_a__avx512f(size_t kc, const float* a_rows, cons
 // The same with B read in place, by B's dtype: 32 columns of rows ldb
 // elements apart, widened to f32 and also stored packed to b_packed (64-byte
 // aligned) unless it is null.
-extern const StridedBUkernelFn gemm_ukernel_14x32_rows_a_strided_b__avx512f[kNumDTypes];
+extern const InPlaceBUkernelFn gemm_ukernel_14x32_rows_a_in_place_b__avx512f[kNumDTypes];
 extern const PackBFn pack_b_32__avx512f[kNumDTypes];
 void f32_add_row__avx512f(float* dst, const float* src, size_t n);
 void f32_start_row__avx512f(float* dst, const float* src, size_t n);

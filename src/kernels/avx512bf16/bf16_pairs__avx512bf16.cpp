@@ -102,10 +102,10 @@ __attribute__((always_inline)) inline void interleave_pair_row(__m512i lo, __m51
 // 28 accumulators; per pair: 2 B loads, 14 pair broadcasts, 28 vdpbf16ps.
 // A's pair m of row r sits at a[m * kMStep + r * kRStep] (32-bit words):
 // transposed ([pairs][14]) or copied rows ([14][kRowsALd]). B is packed,
-// or (kStridedB) raw bf16 rows ldb elements apart, interleaved into pairs
+// or (kInPlaceB) raw bf16 rows ldb elements apart, interleaved into pairs
 // as they are read and (kCopyB) stored packed to b_copy for the panel's
 // other calls. Only rows < kRows are computed (avx512::with_tile_rows).
-template <size_t kMStep, size_t kRStep, class Prefetcher, bool kStridedB = false, bool kCopyB = false,
+template <size_t kMStep, size_t kRStep, class Prefetcher, bool kInPlaceB = false, bool kCopyB = false,
           size_t kRows = kMR>
 __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const float* a_words, const void* b,
                                                            float* c, size_t ldc, size_t mr, size_t nr,
@@ -119,7 +119,7 @@ __attribute__((always_inline)) inline void pair_tile_14x32(size_t kc, const floa
   for (size_t m = 0; m < pairs; ++m) {
     next.step();
     __m512i w0, w1;
-    if constexpr (kStridedB) {
+    if constexpr (kInPlaceB) {
       const uint16_t* lo_row = b_rows + 2 * m * ldb;  // (no pointer past the weight's last row)
       const __m512i lo = _mm512_loadu_si512(lo_row);
       const __m512i hi = 2 * m + 1 < kc ? _mm512_loadu_si512(lo_row + ldb) : _mm512_setzero_si512();
@@ -175,10 +175,10 @@ void bf16_gemm_ukernel_14x32_rows_a__avx512bf16(size_t kc, const float* a_rows, 
 // first call interleaves two weight rows per pair step and packs the
 // result for the panel's other calls, which saves the pack pass over the
 // weight, whose rows feed only one expert's tile.
-void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float* a_rows, const void* b, size_t ldb,
-                                                          float* b_packed, float* c, size_t ldc, size_t mr,
-                                                          bool accumulate, bool canonical_nans,
-                                                          const PrefetchRows& prefetch) {
+void bf16_gemm_ukernel_14x32_rows_a_in_place_b__avx512bf16(size_t kc, const float* a_rows, const void* b, size_t ldb,
+                                                           float* b_packed, float* c, size_t ldc, size_t mr,
+                                                           bool accumulate, bool canonical_nans,
+                                                           const PrefetchRows& prefetch) {
   if (b_packed != nullptr) {  // a panel's first call of several: a full micro-panel
     pair_tile_14x32<1, kRowsALd, avx512::RowsPrefetcher, true, true>(kc, a_rows, b, c, ldc, mr, kNR, accumulate,
                                                                      canonical_nans, avx512::RowsPrefetcher(prefetch),
@@ -196,14 +196,14 @@ void bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16(size_t kc, const float
 // does: fast bf16 large-token took 0.93x the time with 1 thread, 0.95x with
 // 2 (the transposing pack was ~17 % of the run). Only bf16 runs in pairs.
 constexpr PackGatheredRowsFn kPackAPairRows[kNumDTypes] = {nullptr, nullptr, pack_a_pair_rows};
-constexpr StridedBUkernelFn kPairUkernelStridedB[kNumDTypes] = {nullptr, nullptr,
-                                                                 bf16_gemm_ukernel_14x32_rows_a_strided_b__avx512bf16};
+constexpr InPlaceBUkernelFn kPairUkernelInPlaceB[kNumDTypes] = {nullptr, nullptr,
+                                                                 bf16_gemm_ukernel_14x32_rows_a_in_place_b__avx512bf16};
 constinit const RowsAKernels kPairRowsAKernels = {
     kRowsALd,
     avx512::kMaxStripKc,
     bf16_gemm_ukernel_14x32_rows_a__avx512bf16,
     kPackAPairRows,
-    kPairUkernelStridedB,
+    kPairUkernelInPlaceB,
 };
 
 // A[m][r] = pair (a[rows[r], n0+2m], a[rows[r], n0+2m+1]), zero for r >= mr:

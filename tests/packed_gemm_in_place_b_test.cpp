@@ -49,9 +49,9 @@ struct Case {
 // Whether the table reads such a B in place (its copied-rows kernels do),
 // in every dtype its copied rows take.
 bool reads_b_in_place(const GemmKernels& k) {
-  if (k.rows_a == nullptr || k.rows_a->ukernel_strided_b == nullptr) return false;
+  if (k.rows_a == nullptr || k.rows_a->ukernel_in_place_b == nullptr) return false;
   for (int dt = 0; dt < moegrad::kNumDTypes; ++dt)
-    if (k.rows_a->pack[dt] != nullptr && k.rows_a->ukernel_strided_b[dt] == nullptr) return false;
+    if (k.rows_a->pack[dt] != nullptr && k.rows_a->ukernel_in_place_b[dt] == nullptr) return false;
   return true;
 }
 
@@ -159,7 +159,7 @@ void check_fma_chain(const GemmKernels& k, DType dtype, const Case& cs, Convert 
 
 // Every dtype: f16 and bf16 are widened exactly, as they are read in place
 // (AVX-512, AVX2) or packed (the scalar table).
-TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
+TEST(PackedGemmInPlaceB, EveryElementIsTheFmaChain) {
   bool in_place_seen = false;
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
@@ -198,7 +198,7 @@ TEST(PackedGemmStridedB, EveryElementIsTheFmaChain) {
 // pair chain (tests/support/fast_bf16_chain.h) from the tile's first
 // reduction step, bit for bit; odd lengths end with a half pair, and the
 // reduction blocks (256) keep the pairs of one tile aligned.
-TEST(PackedGemmStridedB, PairTablesGiveThePairChain) {
+TEST(PackedGemmInPlaceB, PairTablesGiveThePairChain) {
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::bf16_pair_kernels_for(isa);
     if (kp == nullptr) continue;
@@ -276,7 +276,7 @@ void check_keyed_reuse(const GemmKernels& k, DType dtype, Convert convert, Widen
   }
 }
 
-TEST(PackedGemmStridedB, AKeyedPanelIsReusedOnlyWhenWhole) {
+TEST(PackedGemmInPlaceB, AKeyedPanelIsReusedOnlyWhenWhole) {
   for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     const GemmKernels* kp = moegrad::kernels::gemm_kernels_for(isa);
     if (kp == nullptr) continue;

@@ -21,6 +21,7 @@
 #include "onednn_nonfused.h"
 #include "peak_rss.h"
 #include "random_data.h"
+#include "reference_check.h"
 #include "routing.h"
 #include "runner_support.h"
 #include "stats.h"
@@ -139,6 +140,10 @@ int shape_steps(const RunConfig& config) {
 }
 
 namespace {
+
+// Tokens of the fused grad_x checked against float64 sums, as `moegrad
+// run` checks (a zmoe token costs top_k x K x N = 58.7 M multiply-adds).
+constexpr int64_t kFloat64Tokens = 16;
 
 // One dtype of a shape: its inputs, outputs and paths. The buffers are
 // allocated for the paths' runs alone, freed, and allocated again (the same
@@ -324,6 +329,14 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
     t.fused_row.path = "fused";
     run_alone(t.fused, &t.fused_rss);
     t.fused_row.check = "ref";
+    if (threads == config.threads.front()) {
+      const BenchProblem& p = d.problem;
+      const cli::ReferenceCheck f64 = cli::check_against_float64(
+          {p.grad_y, p.weight, p.format, p.expanded_row_idx, p.group_list, p.batch, p.top_k, p.experts, p.k, p.n, p.m},
+          d.ref.as<float>(), kFloat64Tokens);
+      const std::string failure = float64_check(f64.within_bound, f64.max_error_over_bound, "grad_x", &t.fused_row);
+      if (!failure.empty()) progress.warn(tag + " fused: " + failure);
+    }
     if (cross_threads && threads == config.threads.front()) {
       std::memcpy(first_ref.data(), d.ref.data(), grad_x_floats * 4);
     } else if (cross_threads && std::memcmp(first_ref.data(), d.ref.data(), grad_x_floats * 4) != 0) {

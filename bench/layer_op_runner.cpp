@@ -14,6 +14,7 @@
 #include "aligned_buffer.h"
 #include "dl_tensor.h"
 #include "interleaved_timing.h"
+#include "layer_op_reference.h"
 #include "onednn_layer_op.h"
 #include "onednn_loader.h"
 #include "random_data.h"
@@ -156,6 +157,10 @@ void allocate(OpDtypeRun& d, const ShapeSpec& s, BenchOp op, const cli::Routing&
   d.problem.m = s.m();
 }
 
+// Rows of y, or of grad_weight, checked against float64 sums: a y row of
+// zmoe costs K x N = 14.7 M multiply-adds.
+constexpr int64_t kFloat64Samples = 16;
+
 // Defines and runs d's paths alone, with the checks; returns the paths
 // that run, to be timed.
 std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, BenchOp op, const RunConfig& config,
@@ -196,6 +201,11 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
     t.ours_row = base;
     t.ours_row.path = "moegrad";
     t.ours_row.check = "ref";
+    if (threads == config.threads.front()) {
+      const LayerOpReferenceCheck f64 = check_layer_op_against_float64(d.problem, d.ours.as<float>(), kFloat64Samples);
+      const std::string failure = float64_check(f64.within_bound, f64.max_error_over_bound, out_name, &t.ours_row);
+      if (!failure.empty()) progress.warn(tag + " moegrad: " + failure);
+    }
     if (cross_threads && threads == config.threads.front()) {
       first = bits_hash(d.ours);
     } else if (cross_threads && bits_hash(d.ours) != first) {

@@ -72,4 +72,20 @@ inline std::string tolerance_check(const float* out, const float* ref, size_t co
          " * max |" + name + "| = " + format_g("%.3g", kRelTolerance * diff.max_abs_ref);
 }
 
+// The reference path's output against float64 sums on a sample
+// (cli/reference_check.h, layer_op_reference.h): sets row->check to "ref,
+// f64 0.031" (the largest error as a fraction of the bound) or "ref, FAIL
+// f64 ..." (then check_failed too). Returns the failure's explanation for a
+// warning ("" when it passed).
+inline std::string float64_check(bool within_bound, double error_over_bound, const std::string& name, Row* row) {
+  const std::string ratio = format_g("%.2g", error_over_bound);
+  if (within_bound) {
+    row->check = "ref, f64 " + ratio;
+    return "";
+  }
+  row->check = "ref, FAIL f64 " + ratio;
+  row->check_failed = true;
+  return name + " exceeds the float64 reference's error bound (largest error " + ratio + " times the bound)";
+}
+
 }  // namespace moegrad::bench

@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_command.h"
@@ -166,6 +167,33 @@ TEST(BenchCommand, LayerOperatorTable) {
     for (std::string l; std::getline(lines, l);) ratio |= l.rfind("f32 ", 0) == 0 && l.find(" moegrad ") != l.npos &&
                                                              l.find("x ") != l.npos;
     EXPECT_TRUE(ratio) << c.out;  // the /oneDNN column of f32's moegrad row
+  }
+}
+
+// The reference path of each op (grad-x's fused one, the layer operators'
+// moegrad one) is checked against float64 sums at the first thread count:
+// "ref, f64 R", R the largest error as a fraction of the bound; the later
+// thread counts are compared with it bit for bit.
+TEST(BenchCommand, TheReferencePathIsCheckedAgainstFloat64) {
+  for (const auto& [op, path] : {std::pair<std::string, std::string>{"grad-x", "fused"}, {"forward", "moegrad"},
+                                 {"weight-grad", "moegrad"}}) {
+    const Captured c = run_bench({"--op", op, "--shape", "64,2,4,64,32", "--dtype", "f32,bf16", "--threads", "1",
+                                  "--reps", "1"});
+    ASSERT_EQ(c.status, 0) << op << "\n" << c.err;
+    int checked = 0;
+    std::istringstream lines(c.out);
+    for (std::string l; std::getline(lines, l);) {
+      std::istringstream in(l);
+      TableRow r;
+      if (!(in >> r.dtype >> r.mode >> r.threads >> r.path) || r.mode != "exact" || r.path != path) continue;
+      const size_t at = l.find("ref, f64 ");
+      ASSERT_NE(at, std::string::npos) << op << ": " << l;
+      const double ratio = std::stod(l.substr(at + 9));
+      EXPECT_GE(ratio, 0.0) << op << ": " << l;
+      EXPECT_LE(ratio, 1.0) << op << ": " << l;
+      ++checked;
+    }
+    EXPECT_EQ(checked, 2) << op << "\n" << c.out;  // f32 and bf16
   }
 }
 

@@ -141,10 +141,6 @@ int shape_steps(const RunConfig& config) {
 
 namespace {
 
-// Tokens of the fused grad_x checked against float64 sums, as `moegrad
-// run` checks (a zmoe token costs top_k x K x N = 58.7 M multiply-adds).
-constexpr int64_t kFloat64Tokens = 16;
-
 // One dtype of a shape: its inputs, outputs and paths. The buffers are
 // allocated for the paths' runs alone, freed, and allocated again (the same
 // values: fixed seeds) for the timing, where every dtype's are held at once;
@@ -333,7 +329,7 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
       const BenchProblem& p = d.problem;
       const cli::ReferenceCheck f64 = cli::check_against_float64(
           {p.grad_y, p.weight, p.format, p.expanded_row_idx, p.group_list, p.batch, p.top_k, p.experts, p.k, p.n, p.m},
-          d.ref.as<float>(), kFloat64Tokens);
+          d.ref.as<float>(), cli::kReferenceTokens);
       const std::string failure = float64_check(f64.within_bound, f64.max_error_over_bound, "grad_x", &t.fused_row);
       if (!failure.empty()) progress.warn(tag + " fused: " + failure);
     }

@@ -3,49 +3,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <limits>
 #include <mutex>
 #include <vector>
 
-#include "float_formats.h"
 #include "parallel_for.h"
+#include "reference_check.h"
 
 namespace moegrad::bench {
 namespace {
 
-// Calls fn(widen) with widen(data, i) = element i of a buffer in p's
-// format, exactly as a double (f16 through a table: a load per element
-// instead of a conversion).
-template <class Fn>
-LayerOpReferenceCheck with_widening(cli::FloatFormat format, Fn fn) {
-  switch (format) {
-    case cli::FloatFormat::kF32:
-      return fn([](const void* d, size_t i) { return double{static_cast<const float*>(d)[i]}; });
-    case cli::FloatFormat::kF16: {
-      std::vector<float> table(65536);
-      for (uint32_t h = 0; h < 65536; ++h) table[h] = cli::f16_bits_to_f32(static_cast<uint16_t>(h));
-      return fn([t = table.data()](const void* d, size_t i) { return double{t[static_cast<const uint16_t*>(d)[i]]}; });
-    }
-    case cli::FloatFormat::kBF16:
-      return fn([](const void* d, size_t i) { return double{cli::bf16_bits_to_f32(static_cast<const uint16_t*>(d)[i])}; });
-  }
-  return {};
-}
-
 // Index s of `count` spread over [0, size), the first and the last included.
 size_t spread(size_t s, size_t count, size_t size) { return count <= 1 ? 0 : s * (size - 1) / (count - 1); }
 
-// Compares out[0, n) with sum[0, n) within len * (2^-24 * abs_sum + 2^-150).
+// Compares out[0, n) with sum[0, n), each a chain of `len` roundings.
 void compare_row(const float* out, const std::vector<double>& sum, const std::vector<double>& abs_sum, int64_t len,
                  LayerOpReferenceCheck* r) {
-  const double scale = static_cast<double>(len) * std::ldexp(1.0, -24);
-  const double floor = static_cast<double>(len) * std::ldexp(1.0, -150);
   for (size_t j = 0; j < sum.size(); ++j) {
-    const double err = std::fabs(out[j] - sum[j]), bound = scale * abs_sum[j] + floor;
-    const bool ok = err <= bound;  // false for a NaN
-    r->within_bound = r->within_bound && ok;
-    r->max_error_over_bound =
-        std::max(r->max_error_over_bound, err == 0 ? 0 : ok ? err / bound : std::numeric_limits<double>::infinity());
+    const double err = std::fabs(out[j] - sum[j]), bound = cli::error_bound(static_cast<double>(len), abs_sum[j]);
+    r->within_bound = r->within_bound && err <= bound;  // false for a NaN
+    r->max_error_over_bound = std::max(r->max_error_over_bound, cli::error_over_bound(err, bound));
   }
   r->elements += static_cast<int64_t>(sum.size());
 }
@@ -58,13 +34,13 @@ LayerOpReferenceCheck check_layer_op_against_float64(const LayerOpProblem& p, co
   std::vector<size_t> group_start(G + 1, 0);
   for (size_t g = 0; g < G; ++g) group_start[g + 1] = group_start[g] + static_cast<size_t>(p.group_list[g]);
   const bool forward = p.op == BenchOp::kForward;
-  // Forward: sampled rows of y. Weight grad: sampled (g, k) rows of
-  // grad_weight, as g * K + k.
-  const size_t count = std::min(static_cast<size_t>(std::max<int64_t>(samples, 0)), forward ? M : G * K);
+  // Forward: sampled rows of y. Weight grad: sampled rows g * K + k of
+  // grad_weight.
+  const size_t rows_of_out = forward ? M : G * K;
+  const size_t count = std::min(static_cast<size_t>(std::max<int64_t>(samples, 0)), rows_of_out);
   std::vector<size_t> rows(count);
-  for (size_t s = 0; s < count; ++s)
-    rows[s] = forward ? spread(s, count, M) : spread(s, count, G) * K + spread(s, count, K);
-  return with_widening(p.format, [&](auto widen) {
+  for (size_t s = 0; s < count; ++s) rows[s] = spread(s, count, rows_of_out);
+  return cli::with_widening(p.format, [&](auto widen) {
     LayerOpReferenceCheck result;
     std::mutex merge;
     cli::parallel_for(rows.size(), [&](uint64_t begin, uint64_t end) {

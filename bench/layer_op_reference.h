@@ -23,10 +23,10 @@ struct LayerOpReferenceCheck {
   bool within_bound = true;         // a NaN in `out` fails
 };
 
-// The forward: up to `samples` rows of y [M, N] spread over M (first and
-// last included), every column. The weight grad: up to `samples` rows
-// (g, k) of grad_weight [G, K, N], g and k each spread over their range,
-// every column; an expert without rows must hold +0.0 there.
+// Up to `samples` rows of the output spread over its rows (the first and
+// the last included), every column: of y [M, N] (the forward), or of
+// grad_weight [G, K, N] seen as G * K rows (the weight grad; an expert
+// without rows must hold zeros there).
 LayerOpReferenceCheck check_layer_op_against_float64(const LayerOpProblem& p, const float* out, int64_t samples);
 
 }  // namespace moegrad::bench

@@ -70,8 +70,6 @@ constexpr FlagSpec kFlags[] = {
 };
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC 4
-// Each token costs top_k * K * N float64 multiply-adds (0.2 s at the default).
-constexpr int64_t kReferenceTokens = 16;
 
 using Clock = std::chrono::steady_clock;
 

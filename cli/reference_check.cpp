@@ -63,6 +63,7 @@ std::vector<Sample> pick_samples(const ReferenceProblem& p, int64_t max_tokens) 
   for (std::size_t g = 0; g < static_cast<std::size_t>(p.experts); ++g) {
     for (const std::size_t end = row + static_cast<std::size_t>(p.group_list[g]); row < end;
          ++row) {
+      if (p.expanded_row_idx[row] < 0) continue;  // a padding row
       const auto token = static_cast<std::size_t>(p.expanded_row_idx[row] / p.top_k);
       if (sample_of_token[token] >= 0) {
         samples[static_cast<std::size_t>(sample_of_token[token])].slots.push_back({row, g});
@@ -77,10 +78,7 @@ ReferenceCheck check(const ReferenceProblem& p, const float* grad_x,
                      const std::vector<Sample>& samples, Widen widen, std::size_t elem_bytes) {
   const std::size_t n = static_cast<std::size_t>(p.n);
   const std::size_t k_dim = static_cast<std::size_t>(p.k);
-  // Each of the N + top_k roundings errs by at most 2^-24 of its result or,
-  // where that is subnormal, by at most 2^-150.
-  const double bound_scale = static_cast<double>(p.n + p.top_k) * std::ldexp(1.0, -24);
-  const double bound_floor = static_cast<double>(p.n + p.top_k) * std::ldexp(1.0, -150);
+  const auto roundings = static_cast<double>(p.n + p.top_k);
   constexpr double kInf = std::numeric_limits<double>::infinity();
   const auto* weight = static_cast<const std::byte*>(p.weight);
 
@@ -104,13 +102,11 @@ ReferenceCheck check(const ReferenceProblem& p, const float* grad_x,
       }
       for (std::size_t k = 0; k < k_dim; ++k) {
         const double err = std::fabs(grad_x[samples[s].token * k_dim + k] - sum[k]);
-        const double bound = bound_scale * abs_sum[k] + bound_floor;
+        const double bound = error_bound(roundings, abs_sum[k]);
         // A NaN output gives a NaN err; !(err <= bound) catches it.
-        const bool ok = err <= bound;
-        local.within_bound = local.within_bound && ok;
+        local.within_bound = local.within_bound && err <= bound;
         local.max_abs_error = std::max(local.max_abs_error, std::isnan(err) ? kInf : err);
-        local.max_error_over_bound = std::max(
-            local.max_error_over_bound, err == 0 ? 0 : (ok && bound > 0 ? err / bound : kInf));
+        local.max_error_over_bound = std::max(local.max_error_over_bound, error_over_bound(err, bound));
       }
     }
     const std::lock_guard lock(merge);
@@ -126,31 +122,8 @@ ReferenceCheck check(const ReferenceProblem& p, const float* grad_x,
 ReferenceCheck check_against_float64(const ReferenceProblem& p, const float* grad_x,
                                      int64_t max_tokens) {
   const std::vector<Sample> samples = pick_samples(p, max_tokens);
-  switch (p.format) {
-    case FloatFormat::kF32:
-      return check(
-          p, grad_x, samples,
-          [](const void* d, std::size_t i) { return double{static_cast<const float*>(d)[i]}; }, 4);
-    case FloatFormat::kF16: {
-      // A table makes f16 widening a load instead of a conversion per term.
-      std::vector<float> table(65536);
-      for (uint32_t h = 0; h < 65536; ++h) table[h] = f16_bits_to_f32(static_cast<uint16_t>(h));
-      return check(
-          p, grad_x, samples,
-          [t = table.data()](const void* d, std::size_t i) {
-            return double{t[static_cast<const uint16_t*>(d)[i]]};
-          },
-          2);
-    }
-    case FloatFormat::kBF16:
-      return check(
-          p, grad_x, samples,
-          [](const void* d, std::size_t i) {
-            return double{bf16_bits_to_f32(static_cast<const uint16_t*>(d)[i])};
-          },
-          2);
-  }
-  return {};
+  const std::size_t elem_bytes = static_cast<std::size_t>(format_bytes(p.format));
+  return with_widening(p.format, [&](auto widen) { return check(p, grad_x, samples, widen, elem_bytes); });
 }
 
 }  // namespace moegrad::cli

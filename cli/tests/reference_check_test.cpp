@@ -93,12 +93,14 @@ TEST_P(ReferenceCheckTest, AnErrorAboveTheBoundOrANanFails) {
   EXPECT_FALSE(r.within_bound);
   EXPECT_EQ(r.max_abs_error, 1.0);
   EXPECT_GT(r.max_error_over_bound, 1.0);
+  EXPECT_TRUE(std::isfinite(r.max_error_over_bound));  // how far past the bound, not just "past"
 
   got = h.exact;
   got[0] = std::numeric_limits<float>::quiet_NaN();
   r = check_against_float64(h.problem(), got.data(), 16);
   EXPECT_FALSE(r.within_bound);
   EXPECT_EQ(r.max_abs_error, std::numeric_limits<double>::infinity());
+  EXPECT_EQ(r.max_error_over_bound, std::numeric_limits<double>::infinity());
 }
 
 TEST_P(ReferenceCheckTest, AnErrorOfOneUlpIsInsideTheBound) {

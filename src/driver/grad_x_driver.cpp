@@ -85,7 +85,7 @@ class SlotGatherer {
   // Fills *s; false when the item has no rows left.
   bool next(Slot* s) {
     s->count = 0;
-    for (; g_ < p_.G; ++g_, entered_ = false) {
+    while (g_ < p_.G) {
       if (!entered_) enter_expert();
       for (; i_ < end_ && s->count < ms_; ++i_) {
         const int32_t b = t_.token_of_row[i_];
@@ -96,12 +96,13 @@ class SlotGatherer {
           ++s->count;
         }
       }
+      const int64_t g = g_;
+      if (i_ == end_) {  // the expert is done
+        ++g_;
+        entered_ = false;
+      }
       if (s->count > 0) {
-        s->expert = g_;
-        if (i_ == end_) {
-          ++g_;
-          entered_ = false;
-        }
+        s->expert = g;
         return true;
       }
     }

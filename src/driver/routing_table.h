@@ -36,7 +36,8 @@ void mark_token_starts(const GradXProblem& p, const int32_t* token_of_row, uint8
 // run that a binary search finds, and an item walks only those. Scanning
 // every row cost each item O(M): large-token on 64 workers (time-sliced on
 // a 2-core Zen 5, 64 token chunks) took 0.88x the time with the search; 2
-// workers 1.00x, fine-grained 1.00-1.01x, zmoe 1.00x. Both are -1 where g's
+// workers 1.00x, zmoe 1.00x, fine-grained 1.00-1.03x (one chunk, the same
+// rows: code placement, by docs/performance-history.md). Both are -1 where g's
 // rows are not so ordered: such an expert is scanned.
 void find_token_runs(const int64_t* group_start, int64_t G, const int32_t* token_of_row, int64_t* token_runs);
 

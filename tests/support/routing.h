@@ -27,9 +27,9 @@ struct RoutingSpec {
   int64_t extra = 0;
   std::vector<int64_t> empty_experts;  // experts that receive no slot
   bool shuffle_within_expert = true;   // rows of one expert in random token order
-  // Without the shuffle: a dropped slot's kept row goes before (even slots)
-  // or after (odd) all of its expert's rows with tokens, as capacity
-  // padding, instead of at its slot's place among them.
+  // A dropped slot's kept row goes before (even slots) or after (odd) all
+  // of its expert's rows with tokens, as capacity padding (after any
+  // shuffle), instead of at its slot's place among them.
   bool padding_at_ends = false;
   // Without the shuffle: these experts' rows in descending slot order.
   std::vector<int64_t> descending_experts;

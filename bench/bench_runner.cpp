@@ -332,10 +332,8 @@ void run_alone_and_check(DtypeRun& d, const ShapeSpec& shape, const RunConfig& c
           d.ref.as<float>(), cli::kReferenceTokens);
       const std::string failure = float64_check(f64.within_bound, f64.max_error_over_bound, "grad_x", &t.fused_row);
       if (!failure.empty()) progress.warn(tag + " fused: " + failure);
-    }
-    if (cross_threads && threads == config.threads.front()) {
-      std::memcpy(first_ref.data(), d.ref.data(), grad_x_floats * 4);
-    } else if (cross_threads && std::memcmp(first_ref.data(), d.ref.data(), grad_x_floats * 4) != 0) {
+      if (cross_threads) std::memcpy(first_ref.data(), d.ref.data(), grad_x_floats * 4);
+    } else if (std::memcmp(first_ref.data(), d.ref.data(), grad_x_floats * 4) != 0) {
       t.fused_row.check = "ref, DIFFERS across threads";
       t.fused_row.check_failed = true;
       progress.warn(tag + " fused: grad_x is not bitwise identical to the run with " +

@@ -205,10 +205,8 @@ std::vector<TimedPath*> run_alone_and_check(OpDtypeRun& d, const ShapeSpec& s, B
       const LayerOpReferenceCheck f64 = check_layer_op_against_float64(d.problem, d.ours.as<float>(), kFloat64Samples);
       const std::string failure = float64_check(f64.within_bound, f64.max_error_over_bound, out_name, &t.ours_row);
       if (!failure.empty()) progress.warn(tag + " moegrad: " + failure);
-    }
-    if (cross_threads && threads == config.threads.front()) {
-      first = bits_hash(d.ours);
-    } else if (cross_threads && bits_hash(d.ours) != first) {
+      if (cross_threads) first = bits_hash(d.ours);
+    } else if (bits_hash(d.ours) != first) {
       t.ours_row.check = "ref, DIFFERS across threads";
       t.ours_row.check_failed = true;
       progress.warn(tag + " moegrad: " + out_name + " is not bitwise identical to the run with " +

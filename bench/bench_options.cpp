@@ -37,6 +37,8 @@ const char kBenchHelp[] =
     "                   (null rows, and the reason, where it or libdnnl is missing)\n"
     "and, per thread count, fma-peak: the measured f32 FMA throughput of that many cores\n"
     "(the median of a loop's runs at the start and in every shape's timing rounds).\n"
+    "A path forced below the CPU's best (MOEGRAD_ISA=avx2 on an AVX-512 CPU) is shown\n"
+    "beside its own ISA's loop too, timed at the start; fma-peak stays the best loop's.\n"
     "Every path's grad_x is checked against the fused one (nonfused: bitwise; oneDNN and\n"
     "fast-bf16: max |diff| <= 1e-3 * max |grad_x|), and the fused one across thread counts\n"
     "(bitwise) and, at the first, on 16 tokens against float64 sums within SPEC 5's bound\n"

@@ -46,7 +46,14 @@ struct MachineInfo {
   std::string onednn;  // "oneDNN 2.6.3", or "no oneDNN: <why>"
   std::string fma_isa;  // the FMA loop's ISA ("avx512", "avx2", "none")
   std::vector<Row> fma_peak;  // one per thread count
+  // The loop of moegrad's ISA where that is not fma_isa (a forced path),
+  // one per thread count; empty otherwise.
+  std::vector<Row> own_fma_peak;
 };
+
+// "moegrad runs avx2: ..." where own_fma_peak has rows (in the table's
+// header; on stderr with --json).
+std::optional<std::string> own_fma_loop_note(const MachineInfo& machine);
 
 // `op` says what the run timed (BenchOp): the header's title and columns.
 void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op = BenchOp::kGradX);

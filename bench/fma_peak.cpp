@@ -52,11 +52,14 @@ std::pair<double, double> run_on_threads(FmaLoopFn fn, int threads, uint64_t ite
 
 }  // namespace
 
-FmaLoop::FmaLoop(int threads) : threads_(threads) {
-  if (moegrad_isa_available(MOEGRAD_ISA_AVX512)) {
+FmaLoop::FmaLoop(int threads, moegrad_isa isa) : threads_(threads) {
+  auto wanted = [isa](moegrad_isa loop) {
+    return (isa == MOEGRAD_ISA_AUTO || isa == loop) && moegrad_isa_available(loop);
+  };
+  if (wanted(MOEGRAD_ISA_AVX512)) {
     fn_ = fma_loop_avx512;
     isa_ = "avx512";
-  } else if (moegrad_isa_available(MOEGRAD_ISA_AVX2)) {
+  } else if (wanted(MOEGRAD_ISA_AVX2)) {
     fn_ = fma_loop_avx2;
     isa_ = "avx2";
   } else {

@@ -3,6 +3,8 @@
 // "fraction of peak" in `moegrad bench`.
 #pragma once
 
+#include <moegrad/moegrad.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,7 +24,9 @@ using FmaLoopFn = uint64_t (*)(uint64_t iterations, float a, float b, float* sin
 // host ran slower than the session's median reads a lower fraction.
 class FmaLoop {
  public:
-  explicit FmaLoop(int threads);
+  // isa: MOEGRAD_ISA_AUTO for the CPU's best loop, or one ISA's loop
+  // (none where the CPU lacks it, and none for MOEGRAD_ISA_SCALAR).
+  explicit FmaLoop(int threads, moegrad_isa isa = MOEGRAD_ISA_AUTO);
   int threads() const { return threads_; }
   const char* isa() const { return isa_; }  // "avx512", "avx2" or "none"
   bool available() const { return fn_ != nullptr; }

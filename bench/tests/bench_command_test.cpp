@@ -4,6 +4,7 @@
 // bad arguments exit 2 with one "moegrad: error:" line. Timings are never
 // asserted.
 #include <gtest/gtest.h>
+#include <moegrad/moegrad.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "bench_runner.h"
 #include "cpu_affinity.h"
 #include "run_bench_captured.h"
+#include "runner.h"
 #include "runtime/cgroup_cpu_limit.h"
 #include "scratch_dir.h"
 
@@ -498,6 +500,43 @@ TEST(BenchCommand, HumanTablePerShape) {
   // (where the CPU has no AVX2 or AVX-512 there is no loop, and no note).
   const bool loop = c.out.find("fma-peak  1 thread: - GFLOP/s (none") == std::string::npos;
   EXPECT_EQ(c.out.find("  note: the FMA loop in this shape's rounds: 1 thread ") != std::string::npos, loop) << c.out;
+}
+
+// A path forced below the CPU's best (MOEGRAD_ISA) is shown beside its own
+// ISA's FMA loop, in the header and, with --json, on stderr; the best loop
+// stays fma-peak. Not for the best path itself, nor the scalar one (no loop).
+TEST(BenchCommand, AForcedPathIsShownBesideItsOwnLoop) {
+  const bool avx512 = moegrad_isa_available(MOEGRAD_ISA_AVX512), avx2 = moegrad_isa_available(MOEGRAD_ISA_AVX2);
+  const std::vector<std::string> args = {"--shape", "16,2,2,16,16", "--dtype", "f32", "--threads", "1", "--reps", "1"};
+  for (const char* isa : {"auto", "scalar", "avx2", "avx512"}) {
+    if ((isa == std::string("avx2") && !avx2) || (isa == std::string("avx512") && !avx512)) continue;
+    SCOPED_TRACE(isa);
+    const mgt::ScopedEnv env("MOEGRAD_ISA", std::string(isa));
+    const bool own = isa == std::string("avx2") && avx512;
+    const Captured table = run_bench(args);
+    ASSERT_EQ(table.status, 0) << table.err;
+    std::vector<std::string> json_args = args;
+    json_args.push_back("--json");
+    const Captured json = run_bench(json_args);
+    ASSERT_EQ(json.status, 0) << json.err;
+    const size_t at = table.out.find("moegrad runs avx2, whose f32 FMA loop read 1 thread: ");
+    EXPECT_EQ(at != std::string::npos, own) << table.out;
+    EXPECT_EQ(json.err.find("moegrad: note: moegrad runs avx2, whose f32 FMA loop read 1 thread: ") != std::string::npos,
+              own)
+        << json.err;
+    EXPECT_EQ(table.out.find("whose f32 FMA loop read") == std::string::npos, !own) << table.out;
+    if (own) {
+      double gflops = 0;
+      EXPECT_EQ(std::sscanf(table.out.c_str() + at, "moegrad runs avx2, whose f32 FMA loop read 1 thread: %lf GFLOP/s",
+                            &gflops),
+                1)
+          << table.out.substr(at);
+      EXPECT_GT(gflops, 0);
+      EXPECT_NE(table.out.find("(avx512 f32 FMA loop:"), std::string::npos) << table.out;
+      EXPECT_NE(table.out.find("(at the start only; %peak is against the avx512 loop)"), std::string::npos)
+          << table.out;
+    }
+  }
 }
 
 // Thread counts follow the CPUs the process may use: pinned to one CPU,

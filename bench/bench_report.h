@@ -51,7 +51,7 @@ struct MachineInfo {
   std::vector<Row> own_fma_peak;
 };
 
-// "moegrad runs avx2: ..." where own_fma_peak has rows (in the table's
+// "moegrad runs avx2, whose f32 FMA loop read ..." where own_fma_peak has rows (in the table's
 // header; on stderr with --json).
 std::optional<std::string> own_fma_loop_note(const MachineInfo& machine);
 

@@ -73,10 +73,6 @@ void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, s
   const int64_t row_bytes = b.outer_stride * static_cast<int64_t>(elem);
   const auto* w = static_cast<const std::byte*>(b.data);
   const size_t total = static_cast<size_t>(n);
-  if (total == 0) {  // an empty reduction is +0.0 (the start of every chain)
-    for (size_t j = 0; j < cols; ++j) std::fill(ct + j * ldct, ct + j * ldct + count, 0.0f);
-    return;
-  }
   const size_t panels = (count + k.panel - 1) / k.panel;
   const size_t last = (panels - 1) * k.panel;
   const size_t kc_words = k.words(kc);

@@ -33,7 +33,9 @@ LastPanelCalls last_panel_calls(const kernels::RowvecKernels& k, size_t count);
 // ct[j*ldct + r] = sum_{p < n} A[rows[r], p] * B[j0 + j, p] for r < count,
 // j < cols; one fp32 FMA chain per element in ascending p, from +0.0
 // (SPEC §5). A and B must be contiguous along p (reduce_stride 1); kc <=
-// k.max_kc; pack_span a multiple of kc; ldct >= round_up(count, 16).
+// k.max_kc; pack_span a multiple of kc; ldct >= round_up(count, 16);
+// count >= 1 and n >= 1 (grad_x's N = 0 is refused by validation, so no
+// call reduces over nothing).
 void rowvec_gemm_tile(const kernels::RowvecKernels& k, DType dtype, size_t kc, size_t pack_span, const GemmOperand& a,
                       const int32_t* rows, size_t count, const GemmOperand& b, size_t j0, size_t cols, int64_t n,
                       float* ct, size_t ldct, const RowvecScratch& scratch);

@@ -92,7 +92,8 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   // FMA loop runs at half the zmm one's rate. That loop is run at the start
   // only; %peak and the JSON's fma-peak stay the best loop's (the machine's
   // peak, as issue 3 defines it). The scalar path has no loop.
-  if (machine.isa != loops.front()->isa() && context_isa != MOEGRAD_ISA_SCALAR) {
+  machine.fma_isa = loops.front()->isa();  // the same for every thread count
+  if (machine.isa != machine.fma_isa && context_isa != MOEGRAD_ISA_SCALAR) {
     for (const int threads : options.threads) {
       progress->status(std::string("fma-peak ") + machine.isa + " t=" + std::to_string(threads));
       FmaLoop own(threads, context_isa);
@@ -110,7 +111,6 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     if (fast_note) reports.back().notes.push_back(*fast_note);
     if (threads_note) reports.back().notes.push_back(*threads_note);
   }
-  machine.fma_isa = loops.front()->isa();  // the same for every thread count
   for (const std::unique_ptr<FmaLoop>& loop : loops) {
     Row r;
     r.threads = loop->threads();

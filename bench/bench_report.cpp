@@ -110,7 +110,7 @@ void print_speedups(std::FILE* out, const ShapeReport& report) {
 std::optional<std::string> own_fma_loop_note(const MachineInfo& machine) {
   if (machine.own_fma_peak.empty()) return std::nullopt;
   return "moegrad runs " + machine.isa + ", whose f32 FMA loop read " + loop_figures(machine.own_fma_peak) +
-         " at the start (fma-peak and %peak are the " + machine.fma_isa + " loop's)";
+         " at the start; fma-peak is the " + machine.fma_isa + " loop's";
 }
 
 void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op) {
@@ -125,10 +125,8 @@ void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op) {
   std::fprintf(out, "  fma-peak  %s (%s f32 FMA loop:\n"
                     "            median of its runs at the start and in every shape's timing rounds)\n",
                loop_figures(machine.fma_peak).c_str(), machine.fma_isa.c_str());
-  if (!machine.own_fma_peak.empty())
-    std::fprintf(out, "            moegrad runs %s, whose f32 FMA loop read %s\n"
-                      "            (at the start only; %%peak is against the %s loop)\n",
-                 machine.isa.c_str(), loop_figures(machine.own_fma_peak).c_str(), machine.fma_isa.c_str());
+  if (const std::optional<std::string> own = own_fma_loop_note(machine))
+    std::fprintf(out, "            %s\n", own->c_str());
   if (op == BenchOp::kGradX) {
     std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
                       "            fused: moegrad_grad_x only\n");

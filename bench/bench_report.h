@@ -47,12 +47,13 @@ struct MachineInfo {
   std::string fma_isa;  // the FMA loop's ISA ("avx512", "avx2", "none")
   std::vector<Row> fma_peak;  // one per thread count
   // The loop of moegrad's ISA where that is not fma_isa (a forced path),
-  // one per thread count; empty otherwise.
+  // one per thread count; empty otherwise, and for the scalar path, which
+  // has no loop.
   std::vector<Row> own_fma_peak;
 };
 
-// "moegrad runs avx2, whose f32 FMA loop read ..." where own_fma_peak has rows (in the table's
-// header; on stderr with --json).
+// "moegrad runs avx2, whose f32 FMA loop read ..." where own_fma_peak has
+// rows: one line for the table's header and, with --json, for stderr.
 std::optional<std::string> own_fma_loop_note(const MachineInfo& machine);
 
 // `op` says what the run timed (BenchOp): the header's title and columns.

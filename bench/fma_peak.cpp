@@ -58,10 +58,10 @@ FmaLoop::FmaLoop(int threads, moegrad_isa isa) : threads_(threads) {
   };
   if (wanted(MOEGRAD_ISA_AVX512)) {
     fn_ = fma_loop_avx512;
-    isa_ = "avx512";
+    isa_ = moegrad_isa_name(MOEGRAD_ISA_AVX512);
   } else if (wanted(MOEGRAD_ISA_AVX2)) {
     fn_ = fma_loop_avx2;
-    isa_ = "avx2";
+    isa_ = moegrad_isa_name(MOEGRAD_ISA_AVX2);
   } else {
     return;
   }

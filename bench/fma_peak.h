@@ -16,12 +16,14 @@ namespace moegrad::bench {
 using FmaLoopFn = uint64_t (*)(uint64_t iterations, float a, float b, float* sink);
 
 // The loop on one thread count, sized once (a warm-up run that lets the
-// clocks ramp up) to about 100 ms a run. `moegrad bench` runs it at the
-// start and then in every shape's timing rounds, interleaved with the paths,
-// so the peak it reports (the median over all runs) comes from the same
-// session as the paths' speeds. It is one figure per thread count (issue
-// 3's schema has one fma-peak row each), so a shape timed while a shared
-// host ran slower than the session's median reads a lower fraction.
+// clocks ramp up) to about 100 ms a run. `moegrad bench` runs the CPU's
+// best loop at the start and then in every shape's timing rounds,
+// interleaved with the paths, so the peak it reports (the median over all
+// runs) comes from the same session as the paths' speeds. It is one figure
+// per thread count (issue 3's schema has one fma-peak row each), so a shape
+// timed while a shared host ran slower than the session's median reads a
+// lower fraction. The loop of a path forced below the best runs at the
+// start only.
 class FmaLoop {
  public:
   // isa: MOEGRAD_ISA_AUTO for the CPU's best loop, or one ISA's loop
@@ -30,10 +32,11 @@ class FmaLoop {
   int threads() const { return threads_; }
   const char* isa() const { return isa_; }  // "avx512", "avx2" or "none"
   bool available() const { return fn_ != nullptr; }
-  // One timed run (nothing without AVX2/AVX-512); its GFLOP/s is kept.
+  // One timed run (nothing without the loop: see the constructor); its
+  // GFLOP/s is kept.
   void run();
   // The median GFLOP/s of the runs so far (total over all threads);
-  // nullopt without AVX2/AVX-512 or before the first run.
+  // nullopt without the loop or before the first run.
   std::optional<double> peak_gflops() const;
   // The runs so far, and the median of those from run `first` on (one
   // shape's rounds: the host's speed in those minutes); nullopt if none.

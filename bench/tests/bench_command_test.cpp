@@ -503,8 +503,9 @@ TEST(BenchCommand, HumanTablePerShape) {
 }
 
 // A path forced below the CPU's best (MOEGRAD_ISA) is shown beside its own
-// ISA's FMA loop, in the header and, with --json, on stderr; the best loop
-// stays fma-peak. Not for the best path itself, nor the scalar one (no loop).
+// ISA's FMA loop, in the header and, with --json, on stderr; the JSON keeps
+// one fma-peak row, the best loop's. Not for the best path itself, nor the
+// scalar one (no loop). The line's text: BenchReport.AForcedPathsLoopFollowsTheFmaPeakLine.
 TEST(BenchCommand, AForcedPathIsShownBesideItsOwnLoop) {
   const bool avx512 = moegrad_isa_available(MOEGRAD_ISA_AVX512), avx2 = moegrad_isa_available(MOEGRAD_ISA_AVX2);
   const std::vector<std::string> args = {"--shape", "16,2,2,16,16", "--dtype", "f32", "--threads", "1", "--reps", "1"};
@@ -519,22 +520,21 @@ TEST(BenchCommand, AForcedPathIsShownBesideItsOwnLoop) {
     json_args.push_back("--json");
     const Captured json = run_bench(json_args);
     ASSERT_EQ(json.status, 0) << json.err;
-    const size_t at = table.out.find("moegrad runs avx2, whose f32 FMA loop read 1 thread: ");
+    const std::string line = "moegrad runs avx2, whose f32 FMA loop read 1 thread: ";
+    const size_t at = table.out.find("            " + line);
     EXPECT_EQ(at != std::string::npos, own) << table.out;
-    EXPECT_EQ(json.err.find("moegrad: note: moegrad runs avx2, whose f32 FMA loop read 1 thread: ") != std::string::npos,
-              own)
-        << json.err;
-    EXPECT_EQ(table.out.find("whose f32 FMA loop read") == std::string::npos, !own) << table.out;
+    EXPECT_EQ(json.err.find("moegrad: note: " + line) != std::string::npos, own) << json.err;
+    EXPECT_EQ(table.out.find("whose f32 FMA loop read") != std::string::npos, own) << table.out;
+    EXPECT_EQ(json.err.find("whose f32 FMA loop read") != std::string::npos, own) << json.err;
+    int fma_rows = 0;
+    for (const JsonObject* r : parse_rows(json.out)) fma_rows += r->at("path").string() == "fma-peak";
+    EXPECT_EQ(fma_rows, 1) << json.out;
     if (own) {
       double gflops = 0;
-      EXPECT_EQ(std::sscanf(table.out.c_str() + at, "moegrad runs avx2, whose f32 FMA loop read 1 thread: %lf GFLOP/s",
-                            &gflops),
-                1)
+      EXPECT_EQ(std::sscanf(table.out.c_str() + at + 12 + line.size(), "%lf GFLOP/s", &gflops), 1)
           << table.out.substr(at);
       EXPECT_GT(gflops, 0);
       EXPECT_NE(table.out.find("(avx512 f32 FMA loop:"), std::string::npos) << table.out;
-      EXPECT_NE(table.out.find("(at the start only; %peak is against the avx512 loop)"), std::string::npos)
-          << table.out;
     }
   }
 }
@@ -646,6 +646,48 @@ TEST(BenchReport, AFailedRowHasNullTimesInTheJson) {
   EXPECT_EQ(parsed[0]->at("workspace_bytes").number(), 4096);
   EXPECT_EQ(parsed[0]->at("peak_rss_bytes").number(), 1 << 20);
   EXPECT_EQ(parsed[0]->at("path").string(), "nonfused");
+}
+
+// The forced path's line, from a MachineInfo made by hand (so it is checked
+// on any CPU): every thread count's figure, after the fma-peak line, in the
+// header of grad-x and of the layer operators alike; no line without rows.
+TEST(BenchReport, AForcedPathsLoopFollowsTheFmaPeakLine) {
+  moegrad::bench::MachineInfo machine;
+  machine.cpu = "a CPU";
+  machine.isa = "avx2";
+  machine.onednn = "no oneDNN: test";
+  machine.fma_isa = "avx512";
+  machine.fma_peak.resize(2);
+  machine.own_fma_peak.resize(2);
+  for (int i = 0; i < 2; ++i) {
+    machine.fma_peak[i].threads = machine.own_fma_peak[i].threads = 1 + i;
+    machine.fma_peak[i].gflops = 200.0 * (1 + i);
+    machine.own_fma_peak[i].gflops = 100.3 * (1 + i);
+  }
+  const std::string own = "moegrad runs avx2, whose f32 FMA loop read 1 thread: 100.3 GFLOP/s, 2 threads: 200.6 GFLOP/s"
+                          " at the start; fma-peak is the avx512 loop's";
+  EXPECT_EQ(moegrad::bench::own_fma_loop_note(machine), own);
+  for (const moegrad::bench::BenchOp op :
+       {moegrad::bench::BenchOp::kGradX, moegrad::bench::BenchOp::kForward, moegrad::bench::BenchOp::kWeightGrad}) {
+    std::FILE* f = std::tmpfile();
+    ASSERT_NE(f, nullptr);
+    moegrad::bench::print_header(f, machine, op);
+    const std::string text = read_all(f);
+    std::fclose(f);
+    EXPECT_NE(text.find("  fma-peak  1 thread: 200.0 GFLOP/s, 2 threads: 400.0 GFLOP/s (avx512 f32 FMA loop:\n"
+                        "            median of its runs at the start and in every shape's timing rounds)\n"
+                        "            " + own + "\n"),
+              std::string::npos)
+        << text;
+  }
+  machine.own_fma_peak.clear();
+  EXPECT_EQ(moegrad::bench::own_fma_loop_note(machine), std::nullopt);
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  moegrad::bench::print_header(f, machine);
+  const std::string text = read_all(f);
+  std::fclose(f);
+  EXPECT_EQ(text.find("whose f32 FMA loop"), std::string::npos) << text;
 }
 
 TEST(BenchCommand, HelpExitsZero) {

@@ -43,6 +43,15 @@ std::optional<std::string> oversubscription_note(const std::vector<int>& threads
          " this process may use: their times are not those of " + std::to_string(most) + " cores";
 }
 
+// A loop's fma-peak row: its thread count and the median of its runs.
+Row fma_peak_row(const FmaLoop& loop) {
+  Row r;
+  r.threads = loop.threads();
+  r.path = "fma-peak";
+  r.gflops = loop.peak_gflops();
+  return r;
+}
+
 int run(std::span<char* const> args, std::optional<Progress>& progress) {
   Options options = parse_options(args);
   if (options.help) {
@@ -79,12 +88,16 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   // The FMA loop of each thread count: sized and run now, then in every
   // shape's rounds; its peak is known once the last shape is done, so the
   // tables are printed then.
+  auto run_at_start = [&](int threads, moegrad_isa isa) {
+    auto loop = std::make_unique<FmaLoop>(threads, isa);
+    for (int i = 0; i < options.reps.value_or(kMinDefaultReps); ++i) loop->run();
+    return loop;
+  };
   std::vector<std::unique_ptr<FmaLoop>> loops;
   std::vector<FmaLoop*> loop_ptrs;
   for (const int threads : options.threads) {
     progress->step("fma-peak t=" + std::to_string(threads));
-    loops.push_back(std::make_unique<FmaLoop>(threads));
-    for (int i = 0; i < options.reps.value_or(kMinDefaultReps); ++i) loops.back()->run();
+    loops.push_back(run_at_start(threads, MOEGRAD_ISA_AUTO));
     loop_ptrs.push_back(loops.back().get());
   }
   // A path forced below the CPU's best (MOEGRAD_ISA=avx2 on an AVX-512 CPU)
@@ -96,11 +109,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   if (machine.isa != machine.fma_isa && context_isa != MOEGRAD_ISA_SCALAR) {
     for (const int threads : options.threads) {
       progress->status(std::string("fma-peak ") + machine.isa + " t=" + std::to_string(threads));
-      FmaLoop own(threads, context_isa);
-      for (int i = 0; i < options.reps.value_or(kMinDefaultReps); ++i) own.run();
-      machine.own_fma_peak.push_back(Row{});
-      machine.own_fma_peak.back().threads = threads;
-      machine.own_fma_peak.back().gflops = own.peak_gflops();
+      machine.own_fma_peak.push_back(fma_peak_row(*run_at_start(threads, context_isa)));
     }
   }
 
@@ -111,26 +120,19 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
     if (fast_note) reports.back().notes.push_back(*fast_note);
     if (threads_note) reports.back().notes.push_back(*threads_note);
   }
-  for (const std::unique_ptr<FmaLoop>& loop : loops) {
-    Row r;
-    r.threads = loop->threads();
-    r.path = "fma-peak";
-    r.gflops = loop->peak_gflops();
-    machine.fma_peak.push_back(r);
-  }
+  for (const std::unique_ptr<FmaLoop>& loop : loops) machine.fma_peak.push_back(fma_peak_row(*loop));
   progress->clear();
 
   std::vector<Row> rows = machine.fma_peak;
   for (const ShapeReport& report : reports) rows.insert(rows.end(), report.rows.begin(), report.rows.end());
   if (options.json) {
     std::vector<std::string> notes;  // each once, on stderr (the tables print their own)
+    if (const std::optional<std::string> own = own_fma_loop_note(machine)) notes.push_back(*own);
     for (const ShapeReport& report : reports) {
       for (const std::string& n : report.notes) {
         if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
       }
     }
-    if (const std::optional<std::string> own = own_fma_loop_note(machine))
-      std::fprintf(stderr, "moegrad: note: %s\n", own->c_str());
     for (const std::string& n : notes) std::fprintf(stderr, "moegrad: note: %s\n", n.c_str());
     print_json(stdout, rows);
   } else {

@@ -521,7 +521,8 @@ TEST(BenchCommand, AForcedPathIsShownBesideItsOwnLoop) {
     const Captured json = run_bench(json_args);
     ASSERT_EQ(json.status, 0) << json.err;
     const std::string line = "moegrad runs avx2, whose f32 FMA loop read 1 thread: ";
-    const size_t at = table.out.find("            " + line);
+    const std::string header_line = "            " + line;  // under the fma-peak line
+    const size_t at = table.out.find(header_line);
     EXPECT_EQ(at != std::string::npos, own) << table.out;
     EXPECT_EQ(json.err.find("moegrad: note: " + line) != std::string::npos, own) << json.err;
     EXPECT_EQ(table.out.find("whose f32 FMA loop read") != std::string::npos, own) << table.out;
@@ -531,7 +532,7 @@ TEST(BenchCommand, AForcedPathIsShownBesideItsOwnLoop) {
     EXPECT_EQ(fma_rows, 1) << json.out;
     if (own) {
       double gflops = 0;
-      EXPECT_EQ(std::sscanf(table.out.c_str() + at + 12 + line.size(), "%lf GFLOP/s", &gflops), 1)
+      EXPECT_EQ(std::sscanf(table.out.c_str() + at + header_line.size(), "%lf GFLOP/s", &gflops), 1)
           << table.out.substr(at);
       EXPECT_GT(gflops, 0);
       EXPECT_NE(table.out.find("(avx512 f32 FMA loop:"), std::string::npos) << table.out;

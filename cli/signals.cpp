@@ -3,19 +3,40 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "atomic_file.h"
 #include "cli_error.h"
 
 namespace moegrad::cli {
 namespace {
 
-// Async-signal-safe only: unlink, raise, write, _exit.
+// Several threads can enter a handler at once: every worker reading a
+// truncated mapping faults, and a second termination signal can reach
+// another thread. The first handler to set this flag removes the temp
+// files and ends the process; any later one must neither end it first
+// (before the temp files are gone and the message is written) nor return
+// (a SIGBUS handler that returns faults again), so it waits for that end.
+// A lock-free atomic is async-signal-safe; since C++20 it starts clear.
+std::atomic_flag g_ending;
+
+[[noreturn]] void wait_for_the_first_handler() {
+  for (;;) pause();
+}
+
+// Async-signal-safe only: unlink, sigaction, raise, write, pause, _exit.
 void on_termination(int sig) {
+  if (g_ending.test_and_set()) wait_for_the_first_handler();
   remove_temp_files_on_signal();
-  raise(sig);  // SA_RESETHAND restored the default action: delivered on return
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  sigaction(sig, &default_action, nullptr);
+  raise(sig);  // blocked while this handler runs: delivered on return, with the default action
 }
 
 void on_bus_error(int) {
+  if (g_ending.test_and_set()) wait_for_the_first_handler();
   static const char kMessage[] =
       "moegrad: error: bus error (SIGBUS) reading an input file: it was truncated or replaced while moegrad "
       "read it\n";
@@ -25,6 +46,9 @@ void on_bus_error(int) {
   _exit(kExitFailure);
 }
 
+// Every handled signal stays blocked on a thread while one of the handlers
+// runs there: a handler interrupted by another on its own thread, which
+// would find the flag set and wait, would never end the process.
 void install(int sig, void (*handler)(int), bool only_over_default) {
   struct sigaction now {};
   if (only_over_default &&
@@ -33,7 +57,8 @@ void install(int sig, void (*handler)(int), bool only_over_default) {
   struct sigaction action {};
   action.sa_handler = handler;
   sigemptyset(&action.sa_mask);
-  action.sa_flags = SA_RESETHAND;
+  for (int other : kTerminationSignals) sigaddset(&action.sa_mask, other);
+  sigaddset(&action.sa_mask, SIGBUS);
   sigaction(sig, &action, nullptr);
 }
 

@@ -7,7 +7,8 @@
 // not yet committed (cli/atomic_file.h), then ends the process as the
 // signal would have. SIGBUS, which reading a memory-mapped input raises when the
 // file shrinks under it (np.save to the same path truncates it first),
-// prints the one "moegrad: error:" line and exits 1 instead of dumping core.
+// prints the one "moegrad: error:" line and exits 1 instead of dumping core,
+// however many of its threads fault on the file at once.
 // SIGXFSZ is ignored, so a write past `ulimit -f` is an ordinary failed
 // write (EFBIG): one error line, no temp file.
 #pragma once

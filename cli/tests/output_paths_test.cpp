@@ -487,5 +487,26 @@ TEST_F(InterruptTest, AnInputTruncatedWhileReadIsOneErrorLine) {
   EXPECT_EQ(listing(), before_) << "a temp file or an output was left behind";
 }
 
+// With many workers, several fault on the truncated mapping at once. The
+// handler of the first must end the process, not a second fault (which once
+// found SIGBUS reset to its default action and dumped core, sometimes before
+// the temp file was removed). A race, so it is run several times.
+TEST_F(InterruptTest, AnInputTruncatedUnderManyThreadsIsOneErrorLine) {
+  for (int attempt = 0; attempt < 12; ++attempt) {
+    write_problem(p_, e_);  // gy.npy whole again
+    std::vector<std::string> a = args(p_, e_);
+    a.insert(a.end(), {"--threads", "8"});
+    Running run(a);
+    ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before the input could be truncated";
+    std::this_thread::sleep_for(200ms);
+    std::filesystem::resize_file(dir() / "gy.npy", 4096);
+    const RunResult r = run.wait();
+    ASSERT_EQ(r.exit_code, 1) << "attempt " << attempt << ": " << r.err;
+    ASSERT_EQ(r.err.find('\n'), r.err.size() - 1) << "not exactly one line: " << r.err;
+    ASSERT_NE(r.err.find("SIGBUS"), std::string::npos) << r.err;
+    ASSERT_EQ(listing(), before_) << "a temp file or an output was left behind";
+  }
+}
+
 }  // namespace
 }  // namespace moegrad::cli_test

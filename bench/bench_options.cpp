@@ -264,13 +264,19 @@ ShapeSpec parse_shape(std::string_view value) {
 
 Options parse_options(std::span<char* const> args) {
   Options o;
-  // --help wins over every other error, wherever it stands.
-  for (char* const a : args) {
-    const std::string_view s(a);
+  const auto takes_value = [](std::string_view name) {
+    return name == "--threads" || name == "--shape" || name == "--dtype" || name == "--reps" ||
+           name == "--max-memory" || name == "--json-file" || name == "--op";
+  };
+  // --help wins over every other error, wherever it stands, but not where it
+  // is a flag's value as the loop below reads it: `--json-file -h` names a file.
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view s(args[i]);
     if (s == "--help" || s == "-h") {
       o.help = true;
       return o;
     }
+    if (takes_value(s) && i + 1 < args.size() && std::string_view(args[i + 1]).substr(0, 2) != "--") ++i;
   }
   bool have_threads = false, have_reps = false, have_max_memory = false, have_op = false;
   for (size_t i = 0; i < args.size(); ++i) {
@@ -287,10 +293,7 @@ Options parse_options(std::span<char* const> args) {
       o.json = true;
       continue;
     }
-    if (name != "--threads" && name != "--shape" && name != "--dtype" && name != "--reps" &&
-        name != "--max-memory" && name != "--json-file" && name != "--op") {
-      usage("unknown flag '" + std::string(name) + "'");
-    }
+    if (!takes_value(name)) usage("unknown flag '" + std::string(name) + "'");
     std::string_view value;
     if (inline_value) {
       value = *inline_value;

@@ -30,11 +30,18 @@ ParsedFlags ParsedFlags::parse(std::string_view command, std::span<const FlagSpe
                                std::span<char* const> args) {
   ParsedFlags out;
   out.command_ = std::string(command);
-  for (char* const arg : args) {
-    const std::string_view a(arg);
-    if (a == "--help" || a == "-h") out.help_ = true;
+  // --help wins over every other error, wherever it stands, but not where it
+  // is a flag's value as the loop below reads it: `--out -h` names a file.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a(args[i]);
+    if (a == "--help" || a == "-h") {
+      out.help_ = true;
+      return out;
+    }
+    for (const FlagSpec& s : specs)
+      if (s.takes_value && s.name == a && i + 1 < args.size() && !std::string_view(args[i + 1]).starts_with("--"))
+        ++i;
   }
-  if (out.help_) return out;
 
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string_view arg(args[i]);

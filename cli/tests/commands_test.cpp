@@ -37,6 +37,10 @@ TEST_F(CliTest, HelpOnEveryCommand) {
   }
   // Help wins even over an otherwise bad command line.
   EXPECT_EQ(run_moegrad({"grad-x", "--bogus", "--help"}).exit_code, 0);
+  EXPECT_EQ(run_moegrad({"grad-x", "--batch", "3", "-h"}).exit_code, 0);
+  EXPECT_EQ(run_moegrad({"bench", "--threads", "1", "-h"}).exit_code, 0);
+  // Not where "-h" is a flag's value (a file may be named so).
+  expect_error({"bench", "--threads", "-h"}, 2, "--threads '-h' is not an integer");
   const RunResult gx = run_moegrad({"grad-x", "--help"});
   for (const char* flag :
        {"--grad-y", "--weight", "--row-idx", "--group-list", "--batch", "--top-k", "--row-idx-type",

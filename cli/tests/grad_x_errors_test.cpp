@@ -67,6 +67,10 @@ TEST_F(GradXErrorTest, UsageErrors) {
   expect_error(plus({"--threads"}), kUsage, "--threads needs a value");
   expect_error(plus({"--bf16=1"}), kUsage, "--bf16 takes no value");
   expect_error(plus({"--batch", "6"}), kUsage, "--batch given twice");
+  // A flag's value, even "-h", is that value, not a request for help (which
+  // would exit 0 having written nothing): `--out -h` names a file.
+  expect_error(with("--batch", "-h"), kUsage, "--batch '-h' is not a decimal integer");
+  expect_error(with("--grad-y", "-h"), kData, "-h");
 }
 
 TEST_F(GradXErrorTest, MissingAndNonNpyFiles) {

@@ -190,16 +190,17 @@ int cmd_grad_x(std::span<char* const> args) {
   check_index_input("--row-idx", idx_path, row_idx);
   check_index_input("--group-list", gl_path, group_list);
   // K sizes the output, so the weight's rank is checked here; every other
-  // shape and content rule is the library's, reported in its words.
+  // shape and content rule is the library's, reported in its words. These
+  // two name the status the library would have given, as its messages do.
   if (weight.shape().size() != 3) {
     data_error("--weight: " + w_path + " has shape " + weight.shape_string() +
-               "; expected 3 dimensions [G, K, N]");
+               "; expected 3 dimensions [G, K, N] (MOEGRAD_STATUS_BAD_RANK)");
   }
   const int64_t k = weight.shape()[1];
   uint64_t out_bytes = 0;
   if (!dense_bytes({batch, k}, sizeof(float), &out_bytes)) {
     data_error("grad_x [" + std::to_string(batch) + ", " + std::to_string(k) +
-               "] overflows 64-bit size");
+               "] overflows 64-bit size (MOEGRAD_STATUS_SIZE_OVERFLOW)");
   }
   // Named with its shape and where that comes from, so that a mistyped
   // --batch is recognisable when the buffer cannot be had. Only reserved

@@ -187,7 +187,11 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
                "; grad_y is --grad-y " + path("gy.npy") + "; weight is --weight " + path("w8.npy") + " (MOEGRAD_STATUS_N_MISMATCH)");
   write_file("w2d.npy", npy_array("<f4", {p_.k, p_.n}, std::vector<float>(p_.k * p_.n, 1.0f)));
   expect_error(with("--weight", path("w2d.npy")), kData,
-               "has shape (5, 7); expected 3 dimensions [G, K, N]");
+               "has shape (5, 7); expected 3 dimensions [G, K, N] (MOEGRAD_STATUS_BAD_RANK)");
+  // An empty weight whose K alone makes grad_x larger than 64-bit sizes.
+  write_file("wk62.npy", npy_file(numpy_dict("<f4", {0, int64_t{1} << 62, p_.n}), ""));
+  expect_error(with("--weight", path("wk62.npy")), kData,
+               "grad_x [6, 4611686018427387904] overflows 64-bit size (MOEGRAD_STATUS_SIZE_OVERFLOW)");
   // A 0-d index array is read fine; the library names the rank rule.
   write_file("idx0d.npy", npy_file(numpy_dict("<i8", {}), raw_bytes(std::vector<int64_t>{3})));
   expect_error(with("--row-idx", path("idx0d.npy")), kData, "MOEGRAD_STATUS_BAD_RANK");

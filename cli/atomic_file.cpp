@@ -155,10 +155,10 @@ bool has_cap_fowner() {
 
 // Whether rename() may put a new file in the place of `target` (a regular
 // file, `st` its stat). Not where it is a mount point, such as a file
-// bind-mounted into a container (EBUSY), nor another user's file in a
-// sticky directory such as /tmp, unless the directory is ours or we have
-// CAP_FOWNER (EPERM): asked now, since rename() would say so only after
-// the work.
+// bind-mounted into a container (EBUSY), nor in a directory we may not
+// write to (EACCES), nor another user's file in a sticky directory such as
+// /tmp, unless the directory is ours or we have CAP_FOWNER (EPERM): asked
+// now, since rename() would say so only after the work.
 bool replaceable_by_rename(const std::string& target, const struct stat& st) {
   struct stat dir {};
   if (::stat(directory_of(target).c_str(), &dir) != 0) return true;  // create_temp reports it
@@ -169,6 +169,8 @@ bool replaceable_by_rename(const std::string& target, const struct stat& st) {
   } else if (dir.st_dev != st.st_dev) {  // before Linux 5.8: a mount from another file system
     return false;
   }
+  // Such as a shared output directory with a file made for the user in it.
+  if (::faccessat(AT_FDCWD, directory_of(target).c_str(), W_OK | X_OK, AT_EACCESS) != 0) return false;
   const uid_t me = ::geteuid();
   return (dir.st_mode & S_ISVTX) == 0 || me == st.st_uid || me == dir.st_uid || has_cap_fowner();
 }

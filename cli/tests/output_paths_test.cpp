@@ -157,6 +157,22 @@ TEST_F(InPlaceOutputTest, AnotherUsersFileInAStickyDirectory) {
   EXPECT_EQ(in_sticky, std::set<std::string>{"out.npy"});
 }
 
+// A directory the user may not write to holds no temp file, but the user's
+// writable file in it is written, as `> file` or numpy.save writes it.
+TEST_F(InPlaceOutputTest, AWritableFileInADirectoryTheUserMayNotWrite) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to own the files and run the command as another user";
+  const std::optional<std::pair<uid_t, gid_t>> nobody = hand_the_directory_to_nobody();
+  ASSERT_TRUE(nobody) << "cannot give the test directory to nobody";
+  ASSERT_EQ(mkdir(path("shared").c_str(), 0755), 0);  // root's
+  write_file("shared/out.npy", old_contents());
+  ASSERT_EQ(chown(path("shared/out.npy").c_str(), nobody->first, nobody->second), 0);
+  expect_written_in_place("shared/out.npy", "shared/out.npy", RunOptions{.user = nobody});
+  // A new file there is still refused, before any work.
+  const RunResult r = run_moegrad(args(p_, e_, path("shared/new.npy")), RunOptions{.user = nobody});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("cannot create a file in"), std::string::npos) << r.err;
+}
+
 // The sticky rule yields to CAP_FOWNER, not to uid 0: root in a container
 // that drops the capability may not rename over nobody's file in nobody's
 // sticky directory either.

@@ -38,6 +38,11 @@ __all__ = [
 _default_context = None
 
 
+def _context_from_state(state):
+    """Rebuilds a pickled or copied Context, whose __reduce__ names this."""
+    return _C._context_from_state(state)
+
+
 def set_num_threads(num_threads):
     """Threads for calls without an explicit context (0: the library default,
     MOEGRAD_NUM_THREADS or the number of CPUs the calling thread may use)."""

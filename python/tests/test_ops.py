@@ -316,7 +316,9 @@ def test_a_context_is_copied_and_pickled_with_its_settings():
     import pickle
 
     ctx = moegrad.Context(num_threads=1, isa="scalar", fast_bf16=True)
-    for twin in (copy.deepcopy(ctx), pickle.loads(pickle.dumps(ctx))):
+    # Every pickle protocol: below 2 the default reduction aborted the process.
+    pickled = [pickle.loads(pickle.dumps(ctx, protocol=p)) for p in range(pickle.HIGHEST_PROTOCOL + 1)]
+    for twin in (copy.deepcopy(ctx), copy.copy(ctx), *pickled):
         assert (twin.num_threads, twin.isa, twin.fast_bf16) == (1, "scalar", True)
         assert twin is not ctx
     default = pickle.loads(pickle.dumps(moegrad.Context()))

@@ -70,7 +70,9 @@ class _FirstOrderOnly(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, grad, *_depends_on):
-        return grad.view_as(grad)
+        # Not a view (view_as): a custom Function's view output may not be
+        # changed in place, and callers clip or scale gradients in place.
+        return grad.detach()
 
     @staticmethod
     def backward(ctx, *_grads):

@@ -487,6 +487,11 @@ def test_differentiating_through_the_backward_raises():
     for second in (gx, gw):
         with pytest.raises(RuntimeError, match="no second derivative"):
             (second ** 2).sum().backward(retain_graph=True)
+    # They can be changed in place (clipped, scaled) with grad mode on, as
+    # torch's own can.
+    for first, want in ((gx, gx1), (gw, gw1)):
+        first.mul_(2)
+        assert torch.equal(first.detach(), want * 2)
     # The same with x an activation the caller has dropped: grad_weight
     # depends on it all the same.
     h = x * 2

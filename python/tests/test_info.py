@@ -33,7 +33,8 @@ def test_info_reports_what_the_environment_asks_for(no_variables):
     for name in hints:
         no_variables.setenv(name, "1")
     # The project's build and test scripts' variables are not misspellings.
-    script_variables = ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED")
+    script_variables = ("MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED", "MOEGRAD_SANITIZERS", "MOEGRAD_FUZZ_SEED",
+                        "MOEGRAD_TEST_BENCH_MODULE")
     for name in script_variables:
         no_variables.setenv(name, "1")
     info = moegrad.info()

@@ -19,11 +19,13 @@ import torch
 
 import moegrad as _mg
 
-__all__ = ["moe_experts", "moe_combine", "MoEExperts", "MoEExpertsFunction"]
+__all__ = ["moe_experts", "moe_combine", "MoEExperts"]
 
 
-class MoEExpertsFunction(torch.autograd.Function):
-    """autograd.Function behind moe_experts()."""
+class _MoEExpertsFunction(torch.autograd.Function):
+    """autograd.Function behind moe_experts(), which alone may apply it: it
+    passes x_anchor (without which a second derivative through grad_weight
+    would come out silently missing) and applies autocast."""
 
     @staticmethod
     def forward(ctx, x, expert_idx, weight, context=None, active_num=None, capacity=None, x_anchor=None):
@@ -100,9 +102,14 @@ def moe_experts(x, expert_idx, weight, context=None, *, active_num=None, capacit
     the layer is a matmul as torch's are: x and weight are cast to the
     autocast dtype first (differentiably, so their gradients come back in
     their own dtypes)."""
+    for name, t in (("x", x), ("weight", weight)):
+        if not torch.is_tensor(t):
+            raise TypeError(f"moe_experts: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if not torch.is_tensor(expert_idx):  # a numpy array or nested lists: its shape is read below
+        expert_idx = torch.as_tensor(expert_idx)
     anchor = _anchor(x)
     x, weight = _autocast(x), _autocast(weight)
-    return MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity, anchor)
+    return _MoEExpertsFunction.apply(x, expert_idx, weight, context, active_num, capacity, anchor)
 
 
 # What torch's CPU autocast casts for a matmul: the floating types it may

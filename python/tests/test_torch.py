@@ -235,6 +235,22 @@ def test_bad_inputs_raise_value_error(case):
     assert "\n" not in str(info.value) and str(info.value)
 
 
+def test_inputs_that_are_not_tensors():
+    """x and weight must be tensors (refused before any work, as a
+    TypeError); expert_idx may be anything torch.as_tensor reads."""
+    x, e, w = make_inputs(6, 2, 3, 4, 5, torch.float32, empty=())
+    for bad in ({"x": x.detach().numpy()}, {"weight": w.detach().numpy()}, {"x": x.tolist()}):
+        args = {"x": x, "expert_idx": e, "weight": w, **bad}
+        name = next(iter(bad))
+        with pytest.raises(TypeError, match=f"moe_experts: {name} must be a torch.Tensor"):
+            mgt.moe_experts(**args)
+    want = mgt.moe_experts(x, e, w)[0]
+    for idx in (e.tolist(), e.numpy(), e.int().numpy()):
+        y = mgt.moe_experts(x, idx, w)[0]
+        assert torch.equal(y, want)
+        y.sum().backward()
+
+
 def test_error_carries_status_and_message():
     with pytest.raises(moegrad.Error) as info:
         moegrad.moe_init_routing(torch.randn(4, 3), torch.tensor([[0], [1], [7], [2]]), 3)

@@ -22,6 +22,16 @@
 namespace moegrad::bench {
 namespace {
 
+// out[0:n] += in[0:n], cloned for AVX-512F, AVX2 and the x86-64 baseline and
+// chosen by the CPU when the module loads (GCC target_clones): the module is
+// built without ISA flags, and a loop for SSE alone would make this
+// baseline's scatter-add slower than moegrad's, whose add_row runs at the
+// CPU's vector width.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add_row(float* __restrict out,
+                                                                        const float* __restrict in, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) out[c] += in[c];
+}
+
 class DnnlNonfused final : public OnednnBackend {
  public:
   OnednnPrepare prepare(const BenchProblem& p, int threads, std::string* why) noexcept override {
@@ -59,6 +69,7 @@ class DnnlNonfused final : public OnednnBackend {
   std::vector<dnnl::matmul*> expert_primitive_;  // [non-empty experts]
   std::vector<std::unordered_map<int, dnnl::memory>> expert_args_;
   cli::AlignedBuffer d_expanded_x_;
+  std::vector<int64_t> token_of_row_;  // [M]: the token each row adds into, -1 for none
   cli::AlignedBuffer scratchpad_;
   uint64_t scratchpad_bytes_ = 0;
   std::string implementation_;
@@ -78,6 +89,7 @@ OnednnPrepare DnnlNonfused::prepare_or_throw(const BenchProblem& p, int threads,
   const size_t esize = p.format == cli::FloatFormat::kF32 ? 4 : 2;
   d_expanded_x_ = cli::AlignedBuffer(static_cast<size_t>(p.m) * static_cast<size_t>(K) * 4,
                                      "d_expanded_x (oneDNN path)");
+  token_of_row_.assign(static_cast<size_t>(p.m), -1);
   std::map<int64_t, dnnl::matmul::primitive_desc> pds;
   try {
     dnnl::primitive_attr attr;
@@ -134,9 +146,12 @@ void DnnlNonfused::execute(float* grad_x) {
   // Scatter-add in moegrad's order: per column block, zero, then rows in
   // ascending expanded order (SPEC §5: grad_x[b] = ((0 + c_i1) + c_i2) + ...),
   // with the same look-ahead as moegrad's scatter-add (the grad_x row 8 rows
-  // ahead requested early) and the same column blocks, so both baselines
-  // differ only in the GEMM.
+  // ahead requested early), the same column blocks, each row's token found
+  // once per call as moegrad's routing table finds it, and rows added at the
+  // CPU's vector width, so both baselines differ only in the GEMM.
   const int64_t K = p.k;
+  int64_t* token = token_of_row_.data();
+  for (int64_t i = 0; i < p.m; ++i) token[i] = p.expanded_row_idx[i] < 0 ? -1 : p.expanded_row_idx[i] / p.top_k;
   const int64_t width = driver::scatter_add_block_width(K, threads_);
   const int64_t blocks = (K + width - 1) / width;
   const float* dx = d_expanded_x_.as<float>();
@@ -145,15 +160,11 @@ void DnnlNonfused::execute(float* grad_x) {
     const int64_t k0 = block * width, k1 = std::min(K, k0 + width);
     for (int64_t b = 0; b < p.batch; ++b) std::fill(grad_x + b * K + k0, grad_x + b * K + k1, 0.0f);
     for (int64_t i = 0; i < p.m; ++i) {
-      if (i + driver::kAddAhead < p.m && p.expanded_row_idx[i + driver::kAddAhead] >= 0) {
-        const float* ahead = grad_x + (p.expanded_row_idx[i + driver::kAddAhead] / p.top_k) * K;
+      if (i + driver::kAddAhead < p.m && token[i + driver::kAddAhead] >= 0) {
+        const float* ahead = grad_x + token[i + driver::kAddAhead] * K;
         for (int64_t c = k0; c < k1; c += 16) __builtin_prefetch(ahead + c, 1, 3);
       }
-      const int64_t pos = p.expanded_row_idx[i];
-      if (pos < 0) continue;
-      float* out = grad_x + (pos / p.top_k) * K;
-      const float* in = dx + i * K;
-      for (int64_t c = k0; c < k1; ++c) out[c] += in[c];
+      if (token[i] >= 0) add_row(grad_x + token[i] * K + k0, dx + i * K + k0, k1 - k0);
     }
   }
 }

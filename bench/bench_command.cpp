@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "atomic_file.h"
@@ -43,6 +45,17 @@ std::optional<std::string> oversubscription_note(const std::vector<int>& threads
          " this process may use: their times are not those of " + std::to_string(most) + " cores";
 }
 
+// oneDNN's verbose mode, which the module turns off (onednn_module.cpp).
+std::optional<std::string> onednn_verbose_note() {
+  for (const char* name : {"ONEDNN_VERBOSE", "DNNL_VERBOSE"}) {
+    const char* value = std::getenv(name);
+    if (value != nullptr && *value != '\0' && std::string_view(value) != "0")
+      return std::string(name) + " is ignored: oneDNN would print to stdout, into the tables or the JSON, from "
+                                 "inside the timed calls; the notes name the implementation it picked";
+  }
+  return std::nullopt;
+}
+
 // A loop's fma-peak row: its thread count and the median of its runs.
 Row fma_peak_row(const FmaLoop& loop) {
   Row r;
@@ -66,6 +79,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
   const int64_t cpus = runtime::usable_cpus();
   if (options.threads.empty()) options.threads = default_threads(cpus);
   const std::optional<std::string> threads_note = oversubscription_note(options.threads, cpus);
+  const std::optional<std::string> verbose_note = onednn_verbose_note();
 
   MachineInfo machine;
   machine.cpu = runtime::cpu_model();
@@ -119,6 +133,7 @@ int run(std::span<char* const> args, std::optional<Progress>& progress) {
                              : run_layer_op_shape(shape, options.op, config, loop_ptrs, *progress));
     if (fast_note) reports.back().notes.push_back(*fast_note);
     if (threads_note) reports.back().notes.push_back(*threads_note);
+    if (verbose_note) reports.back().notes.push_back(*verbose_note);
   }
   for (const std::unique_ptr<FmaLoop>& loop : loops) machine.fma_peak.push_back(fma_peak_row(*loop));
   progress->clear();

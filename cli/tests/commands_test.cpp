@@ -64,6 +64,19 @@ TEST_F(CliTest, HelpNamingACommandIsThatCommandsHelp) {
   EXPECT_EQ(help_help.out, run_moegrad({"--help"}).out);
 }
 
+// oneDNN's verbose mode prints to stdout, from inside the timed calls: bench
+// turns it off, so --json stays one JSON array, and says so.
+TEST_F(CliTest, BenchTurnsOnednnVerboseOff) {
+  ASSERT_EQ(setenv("ONEDNN_VERBOSE", "1", 1), 0);
+  const RunResult r =
+      run_moegrad({"bench", "--shape", "16,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "1", "--json"});
+  unsetenv("ONEDNN_VERBOSE");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.starts_with("[") && r.out.ends_with("]\n")) << r.out;
+  EXPECT_EQ(r.out.find("verbose"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("moegrad: note: ONEDNN_VERBOSE is ignored"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, Version) {
   const RunResult r = run_moegrad({"--version"});
   EXPECT_EQ(r.exit_code, 0);

@@ -78,18 +78,23 @@ def load_rows(text):
                     kind_name = "a string" if kind is str else "an integer"
                     raise BadRun(f"a row's {field} is {json.dumps(r[field])}, not {kind_name}")
             if r["path"] == "fma-peak":
+                if r["threads"] in peaks:  # the last would silently win: every %peak would change
+                    raise BadRun(f"two fma-peak rows for {r['threads']} thread(s): give one run's output")
                 peaks[r["threads"]] = number(r, "gflops", f"the {r['threads']}-thread fma-peak row", positive=True)
                 continue
             key = (r["shape"], r["dtype"], r["mode"], r["threads"], r["path"])
             what = " ".join(map(str, key))
-            for field in ("ms", "ms_min", "ms_max", "gflops"):
+            ms, ms_min, ms_max = (number(r, field, what, positive=True) for field in ("ms", "ms_min", "ms_max"))
+            number(r, "gflops", what, positive=True)
+            number(r, "workspace_bytes", what, positive=False)
+            for field in ("batch", "top_k"):  # L = batch*top_k sizes the workspace cap
                 number(r, field, what, positive=True)
-            for field in ("workspace_bytes", "batch", "top_k"):
-                number(r, field, what, positive=False)
         except KeyError as e:
             raise BadRun(f"a row has no {e} field") from None
         if (r["ms"] is None) != (r["gflops"] is None):
             raise BadRun(f"{what}: ms and gflops must both be numbers or both null")
+        if None not in (ms, ms_min, ms_max) and not ms_min <= ms <= ms_max:
+            raise BadRun(f"{what}: ms {ms} is not within ms_min {ms_min} and ms_max {ms_max}")
         if key in paths:
             raise BadRun("two rows for " + " ".join(map(str, key)) + ": give one run's output")
         paths[key] = r

@@ -22,8 +22,8 @@ namespace moegrad::bench {
 
 const char kBenchHelp[] =
     "Usage: moegrad bench [--shape NAME|batch,top_k,G,K,N]... [--dtype f32|f16|bf16]...\n"
-    "                     [--threads N] [--reps R] [--max-memory GIB] [--json] [--json-file PATH]\n"
-    "                     [--op grad-x|forward|weight-grad]\n"
+    "                     [--threads N[,N...]] [--reps R] [--max-memory GIB] [--json]\n"
+    "                     [--json-file PATH] [--op grad-x|forward|weight-grad]\n"
     "\n"
     "Measures, side by side in one run, for each shape, dtype and thread count:\n"
     "  fused            moegrad_grad_x (exact mode; time of the run phase only)\n"
@@ -54,7 +54,8 @@ const char kBenchHelp[] =
     "  --shape S      a name, a comma list of names, or batch,top_k,G,K,N; repeatable\n"
     "                 (default: all three)\n"
     "  --dtype D      f32, f16 or bf16, or a comma list; repeatable (default: all three)\n"
-    "  --threads N    only N threads (default: 1 and the CPUs this process may use)\n"
+    "  --threads N    these thread counts, one or a comma list such as 1,2,16 (default:\n"
+    "                 1 and the CPUs this process may use)\n"
     "  --reps R       timed rounds. Each path first runs alone (peak RSS, checks), then\n"
     "                 once more as a warm-up; then each round runs every path of the\n"
     "                 shape, of every dtype and thread count, once, interleaved and\n"
@@ -310,9 +311,15 @@ Options parse_options(std::span<char* const> args) {
     if (name == "--threads") {
       if (have_threads) usage("--threads given twice");
       have_threads = true;
-      const auto v = parse_int(value, 1, kMaxThreads);
-      if (!v) usage("--threads '" + std::string(value) + "' is not an integer in [1, " + std::to_string(kMaxThreads) + "]");
-      o.threads = {static_cast<int>(*v)};
+      // Ascending, each once: the speed-up lines and the bitwise check across
+      // counts read the smallest first.
+      for (const std::string_view part : split_commas(value)) {
+        const auto v = parse_int(part, 1, kMaxThreads);
+        if (!v) usage("--threads '" + std::string(part) + "' is not an integer in [1, " + std::to_string(kMaxThreads) + "]");
+        o.threads.push_back(static_cast<int>(*v));
+      }
+      std::sort(o.threads.begin(), o.threads.end());
+      o.threads.erase(std::unique(o.threads.begin(), o.threads.end()), o.threads.end());
     } else if (name == "--reps") {
       if (have_reps) usage("--reps given twice");
       have_reps = true;

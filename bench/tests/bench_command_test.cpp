@@ -327,6 +327,23 @@ TEST(BenchCommand, EveryThreadCountGetsItsOwnRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
+// --threads takes a list (a machine of many CPUs times 1, 2 and all of them
+// in one run): each count once, ascending, whatever the order given.
+TEST(BenchCommand, ThreadsTakesAList) {
+  const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "2,1,2",
+                                "--json"});
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::vector<int> peaks;
+  std::map<int, int> fused;
+  for (const JsonObject* r : parse_rows(c.out)) {
+    const int t = static_cast<int>(r->at("threads").number());
+    if (r->at("path").string() == "fma-peak") peaks.push_back(t);
+    if (r->at("path").string() == "fused") ++fused[t];
+  }
+  EXPECT_EQ(peaks, (std::vector<int>{1, 2}));
+  EXPECT_EQ(fused, (std::map<int, int>{{1, 1}, {2, 1}}));
+}
+
 // Every path of a shape, whatever its dtype, is timed in one interleaved
 // window, so the f16 and bf16 rows compare with f32's run for run: the
 // progress lines name one timing per shape, of as many paths as the JSON
@@ -703,6 +720,8 @@ TEST(BenchCommand, BadArgumentsExitTwoWithOneErrorLine) {
       {"extra"},
       {"--threads", "0"},
       {"--threads", "2x"},
+      {"--threads", "1,0"},
+      {"--threads", "1,,2"},
       {"--threads", "1", "--threads", "2"},
       {"--threads"},
       {"--threads", "--json"},

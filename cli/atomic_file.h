@@ -12,15 +12,17 @@
 // already holds open for writing (/dev/stdout, /dev/fd/N: the caller's
 // redirection), through that descriptor, and a device or FIFO (a named
 // pipe), which cannot be replaced. So is a file that rename() may not
-// replace: a mount point (a file bind-mounted into a container) or another
-// user's file in a sticky directory such as /tmp, where neither the file
-// nor the directory is ours and we lack CAP_FOWNER. It is truncated only at
+// replace: a mount point (a file bind-mounted into a container), a writable
+// file in a directory we may not write to, or another user's file in a
+// sticky directory such as /tmp, where neither the file nor the directory
+// is ours and we lack CAP_FOWNER. It is truncated only at
 // the first write, after the work: a failed run leaves it as it was, but a
 // write that fails midway (a full disk) leaves it partial, as a shell
 // redirection would. SIGINT, SIGTERM and SIGHUP are blocked on the writing
 // thread from that truncation to commit(), so a caller should have no other
 // thread left that could take them (grad-x ends its context's threads
-// first). Every name of the file (hard links) sees the new contents, as
+// first; `moegrad bench --json-file` does not, so a signal during its last
+// write can leave such a file partial). Every name of the file (hard links) sees the new contents, as
 // with a shell redirection; a replaced file's other names keep the old.
 #pragma once
 

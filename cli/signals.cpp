@@ -14,17 +14,20 @@ namespace {
 // Several threads can enter a handler at once: every worker reading a
 // truncated mapping faults, and a second termination signal can reach
 // another thread. The first handler to set this flag removes the temp
-// files and ends the process; any later one must neither end it first
-// (before the temp files are gone and the message is written) nor return
-// (a SIGBUS handler that returns faults again), so it waits for that end.
-// A lock-free atomic is async-signal-safe; since C++20 it starts clear.
+// files and ends the process, and never returns; any later one must
+// neither end it first (before the temp files are gone and the message is
+// written) nor return (a SIGBUS handler that returns faults again), so it
+// waits for that end. (Only SIGKILL then ends a process whose first
+// handler is stuck writing its message to a stderr nobody reads.) A
+// lock-free atomic is async-signal-safe; since C++20 it starts clear.
 std::atomic_flag g_ending;
 
 [[noreturn]] void wait_for_the_first_handler() {
   for (;;) pause();
 }
 
-// Async-signal-safe only: unlink, sigaction, raise, write, pause, _exit.
+// Async-signal-safe only: unlink, sigaction, raise, sigprocmask, write,
+// pause, _exit.
 void on_termination(int sig) {
   if (g_ending.test_and_set()) wait_for_the_first_handler();
   remove_temp_files_on_signal();
@@ -32,7 +35,15 @@ void on_termination(int sig) {
   default_action.sa_handler = SIG_DFL;
   sigemptyset(&default_action.sa_mask);
   sigaction(sig, &default_action, nullptr);
-  raise(sig);  // blocked while this handler runs: delivered on return, with the default action
+  // Ends the process as the signal would, once unblocked. As PID 1 of a PID
+  // namespace (a container without an init) the kernel drops a signal it
+  // sends itself at its default action: exit with the shell's status then.
+  raise(sig);
+  sigset_t this_signal;
+  sigemptyset(&this_signal);
+  sigaddset(&this_signal, sig);
+  sigprocmask(SIG_UNBLOCK, &this_signal, nullptr);
+  _exit(128 + sig);
 }
 
 void on_bus_error(int) {

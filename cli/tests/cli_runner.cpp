@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <grp.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <cerrno>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -58,12 +60,24 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
   pid_t pid = 0;
   int rc = 0;
   if (options.user || options.address_space_bytes || options.file_size_bytes || options.data_bytes ||
-      !options.dropped_capabilities.empty()) {
+      !options.dropped_capabilities.empty() || options.own_pid_namespace) {
     // posix_spawn can change neither the user nor a limit: fork, set them,
     // exec. The child calls only async-signal-safe functions.
     pid = fork();
     if (pid == 0) {
       bool ok = dup2(out_fd, STDOUT_FILENO) >= 0 && dup2(err_fd, STDERR_FILENO) >= 0;
+      if (ok && options.own_pid_namespace) {
+        // The next child is the new namespace's PID 1; this one waits for it.
+        ok = unshare(CLONE_NEWPID) == 0;
+        const pid_t init = ok ? fork() : -1;
+        if (init > 0) {
+          int status = 0;
+          while (waitpid(init, &status, 0) < 0 && errno == EINTR) {
+          }
+          _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+        }
+        ok = init == 0;
+      }
       if (ok && options.address_space_bytes) {
         const struct rlimit cap = {*options.address_space_bytes, *options.address_space_bytes};
         ok = setrlimit(RLIMIT_AS, &cap) == 0;
@@ -111,15 +125,36 @@ Running::Running(const std::vector<std::string>& args, const RunOptions& options
   pid_ = pid;
 }
 
-RunResult Running::wait() {
-  RunResult r;
-  if (pid_ > 0) {
+std::optional<RunResult> Running::wait_for(std::chrono::milliseconds timeout) {
+  for (const auto until = std::chrono::steady_clock::now() + timeout; pid_ > 0;) {
     int status = 0;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_ || (done < 0 && errno != EINTR)) return finish(done == pid_ ? status : 0);
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return finish(0);
+}
+
+int first_child_of(int pid) {
+  std::ifstream children("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children");
+  int child = -1;
+  return children >> child ? child : -1;
+}
+
+RunResult Running::wait() {
+  int status = 0;
+  if (pid_ > 0) {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
-    pid_ = -1;
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
+  return finish(status);
+}
+
+RunResult Running::finish(int status) {
+  RunResult r;
+  if (pid_ > 0) r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  pid_ = -1;
   if (captured_) r.out = slurp(out_path_);
   r.err = slurp(err_path_);
   return r;

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -50,9 +51,16 @@ struct RunOptions {
   // Capabilities the command starts without (the test must be root): taken
   // out of the bounding set before exec, as a container that drops them.
   std::vector<int> dropped_capabilities = {};
+  // Runs the command as PID 1 of a new PID namespace (the test must be
+  // root), as in a container without an init. Running::pid() is then a
+  // process that waits for it and exits as it did (128 + signal if killed);
+  // first_child_of() finds the command itself.
+  bool own_pid_namespace = false;
 };
 
 RunResult run_moegrad(const std::vector<std::string>& args, const RunOptions& options = {});
+// The first child process of `pid` (/proc/PID/task/PID/children), or -1.
+int first_child_of(int pid);
 inline RunResult run_moegrad(const std::vector<std::string>& args, const char* stdout_path) {
   return run_moegrad(args, RunOptions{.stdout_path = stdout_path});
 }
@@ -66,8 +74,12 @@ class Running {
   ~Running();  // kills and reaps a command not waited for
   int pid() const { return pid_; }
   RunResult wait();
+  // As wait(), or nothing if the command is still running after `timeout`.
+  std::optional<RunResult> wait_for(std::chrono::milliseconds timeout);
 
  private:
+  RunResult finish(int status);  // the result of a reaped command, `status` from waitpid
+
   int pid_ = -1;
   std::string out_path_, err_path_;
   bool captured_ = false;

@@ -47,6 +47,7 @@ std::optional<std::string> oversubscription_note(const std::vector<int>& threads
 
 // oneDNN's verbose mode, which the module turns off (onednn_module.cpp).
 std::optional<std::string> onednn_verbose_note() {
+  if (OnednnNonfused::version().empty()) return std::nullopt;  // no module: nothing to turn off
   for (const char* name : {"ONEDNN_VERBOSE", "DNNL_VERBOSE"}) {
     const char* value = std::getenv(name);
     if (value != nullptr && *value != '\0' && std::string_view(value) != "0")

@@ -315,7 +315,9 @@ Options parse_options(std::span<char* const> args) {
       // counts read the smallest first.
       for (const std::string_view part : split_commas(value)) {
         const auto v = parse_int(part, 1, kMaxThreads);
-        if (!v) usage("--threads '" + std::string(part) + "' is not an integer in [1, " + std::to_string(kMaxThreads) + "]");
+        if (!v)
+          usage("--threads '" + std::string(value) + "' is not an integer, or a comma list of integers, in [1, " +
+                std::to_string(kMaxThreads) + "]");
         o.threads.push_back(static_cast<int>(*v));
       }
       std::sort(o.threads.begin(), o.threads.end());

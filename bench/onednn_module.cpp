@@ -69,7 +69,7 @@ class DnnlNonfused final : public OnednnBackend {
   std::vector<dnnl::matmul*> expert_primitive_;  // [non-empty experts]
   std::vector<std::unordered_map<int, dnnl::memory>> expert_args_;
   cli::AlignedBuffer d_expanded_x_;
-  std::vector<int64_t> token_of_row_;  // [M]: the token each row adds into, -1 for none
+  std::vector<int32_t> token_of_row_;  // [M]: the token each row adds into, -1 for none (as moegrad's)
   cli::AlignedBuffer scratchpad_;
   uint64_t scratchpad_bytes_ = 0;
   std::string implementation_;
@@ -150,8 +150,9 @@ void DnnlNonfused::execute(float* grad_x) {
   // once per call as moegrad's routing table finds it, and rows added at the
   // CPU's vector width, so both baselines differ only in the GEMM.
   const int64_t K = p.k;
-  int64_t* token = token_of_row_.data();
-  for (int64_t i = 0; i < p.m; ++i) token[i] = p.expanded_row_idx[i] < 0 ? -1 : p.expanded_row_idx[i] / p.top_k;
+  int32_t* token = token_of_row_.data();  // batch < 2^31, as moegrad's validation requires
+  for (int64_t i = 0; i < p.m; ++i)
+    token[i] = p.expanded_row_idx[i] < 0 ? -1 : static_cast<int32_t>(p.expanded_row_idx[i] / p.top_k);
   const int64_t width = driver::scatter_add_block_width(K, threads_);
   const int64_t blocks = (K + width - 1) / width;
   const float* dx = d_expanded_x_.as<float>();
@@ -161,10 +162,10 @@ void DnnlNonfused::execute(float* grad_x) {
     for (int64_t b = 0; b < p.batch; ++b) std::fill(grad_x + b * K + k0, grad_x + b * K + k1, 0.0f);
     for (int64_t i = 0; i < p.m; ++i) {
       if (i + driver::kAddAhead < p.m && token[i + driver::kAddAhead] >= 0) {
-        const float* ahead = grad_x + token[i + driver::kAddAhead] * K;
+        const float* ahead = grad_x + static_cast<int64_t>(token[i + driver::kAddAhead]) * K;
         for (int64_t c = k0; c < k1; c += 16) __builtin_prefetch(ahead + c, 1, 3);
       }
-      if (token[i] >= 0) add_row(grad_x + token[i] * K + k0, dx + i * K + k0, k1 - k0);
+      if (token[i] >= 0) add_row(grad_x + static_cast<int64_t>(token[i]) * K + k0, dx + i * K + k0, k1 - k0);
     }
   }
 }

@@ -72,6 +72,8 @@ TEST_F(CliTest, BenchTurnsOnednnVerboseOff) {
       run_moegrad({"bench", "--shape", "16,2,4,64,32", "--dtype", "f32", "--reps", "1", "--threads", "1", "--json"});
   unsetenv("ONEDNN_VERBOSE");
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  if (r.out.find("\"path\": \"onednn-nonfused\", \"ms\": null") != std::string::npos)
+    GTEST_SKIP() << "no oneDNN module in this build: nothing prints";
   EXPECT_TRUE(r.out.starts_with("[") && r.out.ends_with("]\n")) << r.out;
   EXPECT_EQ(r.out.find("verbose"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("moegrad: note: ONEDNN_VERBOSE is ignored"), std::string::npos) << r.err;

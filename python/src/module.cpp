@@ -273,15 +273,17 @@ PYBIND11_MODULE(_moegrad, m) {
       .def_property("num_threads", &Context::num_threads, &Context::set_num_threads_from)
       .def_property("isa", &Context::isa, &Context::set_isa)
       .def_property("fast_bf16", &Context::fast_bf16, &Context::set_fast_bf16)
-      // __setstate__ loads what earlier versions pickled; __reduce__ serves
-      // every protocol (below 2, pickle would otherwise build the object
-      // through a base pybind11 cannot allocate, and abort). It names the
-      // package's Python function: pickle cannot name an extension's.
       .def(py::pickle([](const Context& c) { return c.state(); },
                       [](const py::tuple& t) { return Context::from_state(t); }))
-      .def("__reduce__", [](const Context& c) {
+      // Protocols 2 and up (copy, deepcopy, torch.save) go through the state
+      // above, subclasses included. Below 2, pickle would build the object
+      // through a base pybind11 cannot allocate, and abort: those rebuild it
+      // with the package's Python function (pickle cannot name an
+      // extension's).
+      .def("__reduce_ex__", [](const py::object& self, int protocol) -> py::object {
+        if (protocol >= 2) return py::module_::import("builtins").attr("object").attr("__reduce_ex__")(self, protocol);
         return py::make_tuple(py::module_::import("moegrad").attr("_context_from_state"),
-                              py::make_tuple(c.state()));
+                              py::make_tuple(self.cast<const Context&>().state()));
       });
   m.def("_context_from_state", &Context::from_state, py::arg("state"));
 

@@ -308,6 +308,10 @@ def test_get_num_threads_reports_the_context_calls_use(monkeypatch):
     assert torch.equal(moegrad.grad_x(gy, w, idx, gl, 4, 2), first)
 
 
+class TaggedContext(moegrad.Context):
+    """A subclass a user might make (module level, so pickle can name it)."""
+
+
 def test_a_context_is_copied_and_pickled_with_its_settings():
     """A module holding a context must survive copy.deepcopy (EMA copies)
     and torch.save; the copy keeps what was asked for, so a default stays
@@ -321,6 +325,10 @@ def test_a_context_is_copied_and_pickled_with_its_settings():
     for twin in (copy.deepcopy(ctx), copy.copy(ctx), *pickled):
         assert (twin.num_threads, twin.isa, twin.fast_bf16) == (1, "scalar", True)
         assert twin is not ctx
+
+    tagged = TaggedContext(num_threads=1)  # a subclass stays one from protocol 2
+    for twin in (copy.deepcopy(tagged), pickle.loads(pickle.dumps(tagged, protocol=2))):
+        assert type(twin) is TaggedContext and twin.num_threads == 1
     default = pickle.loads(pickle.dumps(moegrad.Context()))
     assert (default.num_threads, default.isa, default.fast_bf16) == (moegrad.Context().num_threads,
                                                                       moegrad.Context().isa, False)

@@ -30,6 +30,16 @@ ensure_packages() {
     "${missing[@]}" >/dev/null || return 1
 }
 
+# test_jobs MOEGRAD: how many tests to run at once: the CPUs moegrad may use
+# here (its affinity mask narrowed by a cgroup CPU quota: `MOEGRAD info`'s
+# usable_cpus), or nproc where that binary cannot say. More jobs than a quota
+# allows are only throttled, and a throttled test can miss what it times.
+test_jobs() {
+  local n
+  n=$("$1" info --json 2>/dev/null | sed -n 's/^  "usable_cpus": \([0-9][0-9]*\),$/\1/p') || true
+  echo "${n:-$(nproc)}"
+}
+
 # What the library and the CLI need to build.
 MOEGRAD_BUILD_PACKAGES=(g++ cmake make libdlpack-dev)
 # What the tests need on top: GoogleTest; Google Benchmark (kernel_bench);

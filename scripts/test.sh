@@ -10,7 +10,7 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DMOEGRAD_BUILD_TESTS=ON -DMOEGRAD_BUILD_BENCH=ON \
   -DMOEGRAD_BUILD_PYTHON=ON >/dev/null
 cmake --build build -j"$jobs" >/dev/null
-ctest --test-dir build --output-on-failure -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$(test_jobs build/bin/moegrad)"
 
 # Robustness (README "Robustness"): sanitizers, fuzzers, valgrind. Each
 # script builds in its own directory and fails on any report.

@@ -48,7 +48,7 @@ if [[ " $which " == *" asan "* ]]; then
   build build-asan
   export ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1
   export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 600 --no-tests=error \
+  ctest --test-dir build-asan --output-on-failure -j"$(test_jobs build-asan/bin/moegrad)" --timeout 600 --no-tests=error \
     ${MOEGRAD_ASAN_EXCLUDE:+-E "$MOEGRAD_ASAN_EXCLUDE"} || status=1
   unset ASAN_OPTIONS UBSAN_OPTIONS
 fi
@@ -65,7 +65,7 @@ if [[ " $which " == *" tsan "* ]]; then
   build build-tsan --target "${targets[@]}"
   # halt_on_error: the first race fails the test; exitcode 66 marks TSan.
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:exitcode=66 \
-    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 600 --no-tests=error -R "$tsan_tests" ||
+    ctest --test-dir build-tsan --output-on-failure -j"$(test_jobs build/bin/moegrad)" --timeout 600 --no-tests=error -R "$tsan_tests" ||
     status=1
 fi
 exit $status

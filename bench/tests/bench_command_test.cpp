@@ -26,11 +26,19 @@
 #include "run_bench_captured.h"
 #include "runner.h"
 #include "runtime/cgroup_cpu_limit.h"
+#include "runtime/usable_cpus.h"
 #include "scratch_dir.h"
 
 namespace {
 
 using namespace moegrad::bench::test;
+
+// The thread count bench times beside 1 without --threads: the CPUs the
+// process may use (its affinity, narrowed by a cgroup CPU quota), so 1 where
+// there is only one.
+int64_t default_second_thread_count() {
+  return std::min<int64_t>(moegrad::runtime::usable_cpus(), MOEGRAD_MAX_THREADS);
+}
 
 // Whether this build has the oneDNN module (bench/CMakeLists.txt).
 #if MOEGRAD_BENCH_HAVE_DNNL
@@ -291,12 +299,12 @@ TEST(BenchCommand, LayerOperatorBf16HasAFastRowWhereTheCpuRunsIt) {
   }
 }
 
-// Without --threads both thread counts (1 and the allowed CPUs) are timed
+// Without --threads both thread counts (1 and the usable CPUs) are timed
 // together, interleaved: every path must still come back once per thread
 // count, with its own timing, and the fused grad_x must match across the
 // counts (a mismatch or a failed cross-check prints a warning).
 TEST(BenchCommand, EveryThreadCountGetsItsOwnRows) {
-  const auto allowed = static_cast<int>(moegrad::test::allowed_cpus().size());
+  const auto allowed = static_cast<int>(default_second_thread_count());
   std::set<int> want_threads{1};
   if (allowed > 1) want_threads.insert(allowed);
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32,bf16", "--reps", "2", "--json"});
@@ -597,8 +605,8 @@ TEST(BenchCommand, ThreadsBeyondTheAllowedCpusAreNoted) {
 // must be its 1-thread median over its median at the other count, both read
 // from the table above it.
 TEST(BenchCommand, HumanTableShowsTheSpeedupOverOneThread) {
-  const size_t allowed = moegrad::test::allowed_cpus().size();
-  if (allowed < 2) GTEST_SKIP() << "one allowed CPU: bench times one thread count";
+  const size_t allowed = static_cast<size_t>(default_second_thread_count());
+  if (allowed < 2) GTEST_SKIP() << "one usable CPU: bench times one thread count";
   const Captured c = run_bench({"--shape", "64,2,4,64,32", "--dtype", "f32", "--reps", "1"});
   ASSERT_EQ(c.status, 0) << c.err;
   std::map<long, double> fused_ms;  // threads -> median, from the table rows

@@ -1,6 +1,7 @@
 """Every operator against the float64 PyTorch reference, from numpy and from
 torch, on random routings with empty experts and dropped slots."""
 
+import math
 import os
 import signal
 import threading
@@ -213,10 +214,21 @@ def test_arrays_of_a_kind_moegrad_does_not_read_are_named():
 def test_gil_is_released_while_computing():
     """This thread sleeps 20 ms while another runs one long call; waking up
     needs the GIL, so it happens early in the call only if the call released
-    it (else it waits for the call to end)."""
-    M = 12288
-    x, w, gl, y = torch.randn(M, 512), torch.randn(1, 512, 512), torch.tensor([M]), torch.empty(M, 512)
+    it (else it waits for the call to end). The call is sized from a timed
+    smaller one to last about 0.4 s on this machine, fast or emulated (or
+    throttled by a CPU quota, which can hold the sleeper back ~0.1 s)."""
     ctx = moegrad.Context(num_threads=1)
+    w = torch.randn(1, 512, 512)
+
+    def operands(rows):
+        return torch.randn(rows, 512), torch.tensor([rows]), torch.zeros(rows, 512)  # y's pages touched now
+
+    x, gl, y = operands(2048)
+    moegrad._C.grouped_matmul(x, w, gl, y, 0, ctx)  # warm
+    begin = time.perf_counter()
+    moegrad._C.grouped_matmul(x, w, gl, y, 0, ctx)
+    M = min(65536, max(2048, math.ceil(2048 * 0.4 / (time.perf_counter() - begin))))  # at most 256 MiB of x and y
+    x, gl, y = operands(M)
     for _ in range(5):
         times = {}
 

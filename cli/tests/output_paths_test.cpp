@@ -504,8 +504,8 @@ TEST_F(InterruptTest, SigtermEndsTheInitOfAPidNamespace) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) GTEST_SKIP() << "cannot make a PID namespace here";
   Running run(slow_args(), RunOptions{.own_pid_namespace = true});
   ASSERT_TRUE(temp_file_appears()) << "grad-x finished or failed before it could be interrupted";
-  const int init = first_child_of(run.pid());
-  ASSERT_GT(init, 0) << "cannot find the command's process";
+  const int init = first_child_of(run.pid());  // it made the temp file: it exists
+  if (init <= 0) GTEST_SKIP() << "cannot find the command's process (no /proc/PID/task/PID/children)";
   ASSERT_EQ(kill(init, SIGTERM), 0);
   const std::optional<RunResult> r = run.wait_for(30s);
   ASSERT_TRUE(r) << "still running 30 s after SIGTERM";

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Sourced by run.sh and test.sh: installs Debian packages idempotently.
-# `apt-get update` runs only when something is missing, and only once.
+# Sourced by run.sh and the test scripts: installs Debian packages
+# idempotently (`apt-get update` runs only when something is missing, and
+# only once), and says how many tests to run at once.
 
 moegrad_need_root() {
   if [ "$(id -u)" -ne 0 ]; then

@@ -70,7 +70,10 @@ class CMakeBuild(build_ext):
                        "-DMOEGRAD_BUILD_TESTS=OFF", "-DMOEGRAD_BUILD_BENCH=OFF", "-DMOEGRAD_BENCH_ONEDNN=OFF",
                        "-DMOEGRAD_BUILD_PYTHON=ON",
                        f"-DPython3_EXECUTABLE={sys.executable}"])
-        self._run(["cmake", "--build", str(build_dir), "--target", "_moegrad", "-j", str(os.cpu_count() or 1)])
+        # The CPUs this process may use (taskset, a container's cpuset), not
+        # every CPU of the machine.
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self._run(["cmake", "--build", str(build_dir), "--target", "_moegrad", "-j", str(jobs)])
         built = build_dir / "python" / "moegrad" / ("_moegrad" + suffix)
         if not built.is_file():
             raise RuntimeError(f"{built} was not built: was {build_dir} configured for another Python "

@@ -35,25 +35,57 @@ def as_array(a, name):
 def from_dlpack(a, name):
     """An object exporting only __dlpack__, or a bare DLPack capsule
     (torch.utils.dlpack.to_dlpack, consumed once as the protocol says),
-    imported without a copy: through numpy, or through torch for what numpy
-    has no type for (bfloat16) and for capsules, which numpy does not read."""
-    what = "capsule" if type(a).__name__ == "PyCapsule" else "__dlpack__ object"
-    reasons = []
-    if what != "capsule":
+    imported without a copy: an object's through numpy, or through torch for
+    what numpy has no type for (bfloat16); a capsule through torch, which
+    made it, or numpy where torch is not installed. The capsule is checked
+    first for what those importers would crash on or misread (a shape or
+    strides past 63 bits, NULL data, and for torch a negative stride or a
+    byte_offset): TypeError then, the capsule unused."""
+    from . import _moegrad
+
+    if type(a).__name__ == "PyCapsule":
+        capsule = a
         try:
-            return np.from_dlpack(a)
-        except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            reasons.append(f"numpy: {e}")
-    try:
-        import torch
-    except ImportError:
-        reasons.append("torch is not installed")
+            import torch
+        except ImportError:
+            torch = None
     else:
         try:
-            return torch.from_dlpack(a)
+            capsule = a.__dlpack__()
+        except Exception as e:  # whatever the exporter raises
+            raise TypeError(f"{name}: its __dlpack__() failed: {type(e).__name__}: {e}") from None
+        torch = None
+        code, bits = _moegrad.check_importable_capsule(capsule, name, False)
+        if (code, bits) == (4, 16):  # kDLBfloat: numpy has no bfloat16
+            try:
+                import torch
+            except ImportError:
+                raise TypeError(f"{name}: a bfloat16 DLPack export needs torch to be read") from None
+    if torch is not None:
+        _moegrad.check_importable_capsule(capsule, name, True)
+        try:
+            return torch.from_dlpack(capsule)
         except (TypeError, ValueError, RuntimeError, BufferError) as e:
-            reasons.append(f"torch: {e}")
-    raise TypeError(f"{name}: cannot import this DLPack {what} ({'; '.join(reasons)})") from None
+            raise TypeError(f"{name}: cannot import this DLPack capsule (torch: {e})") from None
+    _moegrad.check_importable_capsule(capsule, name, False)
+    try:
+        return np.from_dlpack(_Exported(capsule))
+    except (TypeError, ValueError, RuntimeError, BufferError) as e:
+        raise TypeError(f"{name}: cannot import this DLPack export (numpy: {e})") from None
+
+
+class _Exported:
+    """A capsule already taken from its exporter, for numpy.from_dlpack,
+    which asks an object for it (and for its device: the CPU, checked)."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU
 
 
 def integer(name, value, lo, hi=2**63 - 1):

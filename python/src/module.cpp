@@ -286,6 +286,12 @@ PYBIND11_MODULE(_moegrad, m) {
                               py::make_tuple(self.cast<const Context&>().state()));
       });
   m.def("_context_from_state", &Context::from_state, py::arg("state"));
+  m.def(
+      "check_importable_capsule",
+      [](py::handle capsule, const std::string& name, bool for_torch) {
+        return moegrad::python::check_importable_capsule(capsule, name.c_str(), for_torch);
+      },
+      py::arg("capsule"), py::arg("name"), py::arg("for_torch"));
 
   const auto ctx = py::arg("context").none(true);
   m.def("moe_init_routing", &moe_init_routing, py::arg("x"), py::arg("expert_idx"), py::arg("expanded_x"),

@@ -107,6 +107,8 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
   }
   buffer_.reset(view.release());  // released from here on, whatever is thrown below
   const Py_buffer& b = *buffer_;
+  if (b.itemsize <= 0 || (b.ndim > 0 && b.shape == nullptr))
+    refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": the buffer gives no element size or no shape");
   DLDataType dtype{};
   if (!buffer_dtype(b.format, b.itemsize, &dtype))
     refuse(MOEGRAD_STATUS_BAD_DTYPE, std::string(name) + ": unsupported element format '" +
@@ -114,12 +116,16 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
                                          "' (moegrad takes float32, float16, int32 and int64 in native byte order)");
   shape_.assign(b.shape, b.shape + b.ndim);
   strides_.resize(static_cast<size_t>(b.ndim));
-  for (int d = 0; d < b.ndim; ++d) {
-    if (b.strides[d] % b.itemsize != 0)
-      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": stride " + std::to_string(b.strides[d]) +
+  // No strides means C order (ctypes arrays give none, whatever is asked).
+  py::ssize_t c_order = b.itemsize;
+  for (int d = b.ndim - 1; d >= 0; --d) {
+    const py::ssize_t stride = b.strides != nullptr ? b.strides[d] : c_order;
+    if (b.strides == nullptr) c_order *= b.shape[d];
+    if (stride % b.itemsize != 0)
+      refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + ": stride " + std::to_string(stride) +
                                             " bytes of dimension " + std::to_string(d) + " is not a multiple of the " +
                                             std::to_string(b.itemsize) + "-byte element");
-    strides_[static_cast<size_t>(d)] = b.strides[d] / b.itemsize;
+    strides_[static_cast<size_t>(d)] = stride / b.itemsize;
   }
   tensor_.data = b.buf;
   tensor_.device = {kDLCPU, 0};
@@ -163,6 +169,49 @@ void TensorRef::from_dlpack(py::handle obj, const char* name, bool writable) {
   // borrow the description while it lives.
   owner_ = capsule;
   tensor_ = managed->dl_tensor;
+}
+
+std::pair<int, int> check_importable_capsule(py::handle capsule, const char* name, bool for_torch) {
+  auto refuse_type = [&](const std::string& why) {
+    throw py::type_error(std::string(name) + ": cannot import this DLPack capsule: " + why);
+  };
+  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) refuse_type("it is not an unused DLPack capsule");
+  const auto* managed = static_cast<const DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+  if (managed == nullptr) {
+    PyErr_Clear();
+    refuse_type("it holds no tensor");
+  }
+  const DLTensor& t = managed->dl_tensor;
+  if (t.device.device_type != kDLCPU) refuse_type("its memory is not the CPU's (device type " +
+                                                  std::to_string(t.device.device_type) + ")");
+  if (t.ndim < 0 || t.ndim > 32) refuse_type("ndim=" + std::to_string(t.ndim) + " is not in [0, 32]");
+  if (t.dtype.lanes != 1 || (t.dtype.bits != 8 && t.dtype.bits != 16 && t.dtype.bits != 32 && t.dtype.bits != 64))
+    refuse_type("its element type has " + std::to_string(t.dtype.bits) + " bits and " +
+                std::to_string(t.dtype.lanes) + " lanes");
+  if (t.ndim > 0 && t.shape == nullptr) refuse_type("it has no shape");
+  // The elements and the bytes the strides span must fit 63 bits: numpy's
+  // byte strides and torch's storage size would wrap.
+  const int64_t item = t.dtype.bits / 8;
+  int64_t elements = 1, span = item;
+  for (int32_t d = 0; d < t.ndim; ++d) {
+    const int64_t dim = t.shape[d];
+    if (dim < 0) refuse_type("dimension " + std::to_string(d) + " is " + std::to_string(dim));
+    if (__builtin_mul_overflow(elements, dim, &elements)) refuse_type("its element count overflows 64 bits");
+    const int64_t stride = t.strides != nullptr ? t.strides[d] : 0;
+    if (for_torch && stride < 0)
+      refuse_type("a negative stride, which torch cannot import; pass the array itself, not its capsule");
+    int64_t reach = 0;  // |(dim - 1) * stride| elements, then bytes
+    if (dim > 0 && (__builtin_mul_overflow(dim - 1, stride, &reach) || reach == INT64_MIN ||
+                    __builtin_mul_overflow(reach < 0 ? -reach : reach, item, &reach) ||
+                    __builtin_add_overflow(span, reach, &span)))
+      refuse_type("its strides span more than 2^63 bytes");
+  }
+  if (t.strides == nullptr && __builtin_mul_overflow(elements, item, &span)) refuse_type("it spans more than 2^63 bytes");
+  if (elements > 0 && t.data == nullptr) refuse_type("its data pointer is NULL");
+  if (for_torch && t.byte_offset != 0)
+    refuse_type("byte_offset=" + std::to_string(t.byte_offset) +
+                ", which torch would not apply; pass the array itself, not its capsule");
+  return {t.dtype.code, t.dtype.bits};
 }
 
 }  // namespace moegrad::python

@@ -13,6 +13,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace moegrad::python {
@@ -53,5 +54,14 @@ class TensorRef {
   pybind11::object owner_;  // a DLPack capsule
   std::unique_ptr<Py_buffer, BufferRelease> buffer_;
 };
+
+// What numpy's and torch's DLPack importers (numpy 1.24, torch 1.13) would
+// crash on or misread, refused before a capsule reaches them, as TypeError:
+// a capsule already used, not on the CPU, ndim outside [0, 32], no shape,
+// a negative dimension, an element type of odd bits or several lanes,
+// sizes or strides past 63 bits, NULL data with elements; for torch also a
+// negative stride or a byte_offset, which it would not apply. Leaves the
+// capsule unconsumed. Returns its dtype's (code, bits).
+std::pair<int, int> check_importable_capsule(pybind11::handle capsule, const char* name, bool for_torch);
 
 }  // namespace moegrad::python

@@ -89,7 +89,7 @@ OnednnPrepare DnnlNonfused::prepare_or_throw(const BenchProblem& p, int threads,
   const size_t esize = p.format == cli::FloatFormat::kF32 ? 4 : 2;
   d_expanded_x_ = cli::AlignedBuffer(static_cast<size_t>(p.m) * static_cast<size_t>(K) * 4,
                                      "d_expanded_x (oneDNN path)");
-  token_of_row_.assign(static_cast<size_t>(p.m), -1);
+  token_of_row_.resize(static_cast<size_t>(p.m));  // filled by each run
   std::map<int64_t, dnnl::matmul::primitive_desc> pds;
   try {
     dnnl::primitive_attr attr;

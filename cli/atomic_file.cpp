@@ -160,8 +160,9 @@ bool has_cap_fowner() {
 // /tmp, unless the directory is ours or we have CAP_FOWNER (EPERM): asked
 // now, since rename() would say so only after the work.
 bool replaceable_by_rename(const std::string& target, const struct stat& st) {
+  const std::string dir_path = directory_of(target);
   struct stat dir {};
-  if (::stat(directory_of(target).c_str(), &dir) != 0) return true;  // create_temp reports it
+  if (::stat(dir_path.c_str(), &dir) != 0) return true;  // create_temp reports it
   struct statx x {};
   if (::statx(AT_FDCWD, target.c_str(), 0, STATX_BASIC_STATS, &x) == 0 &&
       (x.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
@@ -170,7 +171,7 @@ bool replaceable_by_rename(const std::string& target, const struct stat& st) {
     return false;
   }
   // Such as a shared output directory with a file made for the user in it.
-  if (::faccessat(AT_FDCWD, directory_of(target).c_str(), W_OK | X_OK, AT_EACCESS) != 0) return false;
+  if (::faccessat(AT_FDCWD, dir_path.c_str(), W_OK | X_OK, AT_EACCESS) != 0) return false;
   const uid_t me = ::geteuid();
   return (dir.st_mode & S_ISVTX) == 0 || me == st.st_uid || me == dir.st_uid || has_cap_fowner();
 }

@@ -39,7 +39,7 @@ _default_context = None
 
 
 def _context_from_state(state):
-    """Rebuilds a pickled or copied Context, whose __reduce__ names this."""
+    """Rebuilds a Context pickled below protocol 2, whose __reduce_ex__ names this."""
     return _C._context_from_state(state)
 
 

@@ -44,34 +44,35 @@ def from_dlpack(a, name):
     from . import _moegrad
 
     if type(a).__name__ == "PyCapsule":
-        capsule = a
-        try:
-            import torch
-        except ImportError:
-            torch = None
+        capsule, via_torch = a, _torch_or_none() is not None
     else:
         try:
             capsule = a.__dlpack__()
         except Exception as e:  # whatever the exporter raises
             raise TypeError(f"{name}: its __dlpack__() failed: {type(e).__name__}: {e}") from None
-        torch = None
-        code, bits = _moegrad.check_importable_capsule(capsule, name, False)
-        if (code, bits) == (4, 16):  # kDLBfloat: numpy has no bfloat16
-            try:
-                import torch
-            except ImportError:
-                raise TypeError(f"{name}: a bfloat16 DLPack export needs torch to be read") from None
-    if torch is not None:
-        _moegrad.check_importable_capsule(capsule, name, True)
+        via_torch = _moegrad.check_importable_capsule(capsule, name, False) == (4, 16)  # kDLBfloat: not numpy's
+        if via_torch and _torch_or_none() is None:
+            raise TypeError(f"{name}: a bfloat16 DLPack export needs torch to be read")
+    if via_torch:
+        _moegrad.check_importable_capsule(capsule, name, True)  # also what torch in particular would misread
         try:
-            return torch.from_dlpack(capsule)
+            return _torch_or_none().from_dlpack(capsule)
         except (TypeError, ValueError, RuntimeError, BufferError) as e:
             raise TypeError(f"{name}: cannot import this DLPack capsule (torch: {e})") from None
-    _moegrad.check_importable_capsule(capsule, name, False)
+    if type(a).__name__ == "PyCapsule":  # an export's capsule was checked above
+        _moegrad.check_importable_capsule(capsule, name, False)
     try:
         return np.from_dlpack(_Exported(capsule))
     except (TypeError, ValueError, RuntimeError, BufferError) as e:
         raise TypeError(f"{name}: cannot import this DLPack export (numpy: {e})") from None
+
+
+def _torch_or_none():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
 
 
 class _Exported:

@@ -175,12 +175,9 @@ std::pair<int, int> check_importable_capsule(py::handle capsule, const char* nam
   auto refuse_type = [&](const std::string& why) {
     throw py::type_error(std::string(name) + ": cannot import this DLPack capsule: " + why);
   };
+  // Valid: named "dltensor" and holding a pointer, which GetPointer then returns.
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) refuse_type("it is not an unused DLPack capsule");
   const auto* managed = static_cast<const DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-  if (managed == nullptr) {
-    PyErr_Clear();
-    refuse_type("it holds no tensor");
-  }
   const DLTensor& t = managed->dl_tensor;
   if (t.device.device_type != kDLCPU) refuse_type("its memory is not the CPU's (device type " +
                                                   std::to_string(t.device.device_type) + ")");
@@ -197,7 +194,7 @@ std::pair<int, int> check_importable_capsule(py::handle capsule, const char* nam
     const int64_t dim = t.shape[d];
     if (dim < 0) refuse_type("dimension " + std::to_string(d) + " is " + std::to_string(dim));
     if (__builtin_mul_overflow(elements, dim, &elements)) refuse_type("its element count overflows 64 bits");
-    const int64_t stride = t.strides != nullptr ? t.strides[d] : 0;
+    const int64_t stride = t.strides != nullptr ? t.strides[d] : 0;  // none: C order, its span checked below
     if (for_torch && stride < 0)
       refuse_type("a negative stride, which torch cannot import; pass the array itself, not its capsule");
     int64_t reach = 0;  // |(dim - 1) * stride| elements, then bytes

@@ -66,11 +66,18 @@ moegrad_status GroupedMatmulOp::init(const moegrad_grouped_matmul_args* args, co
   // unchanged. The weight grad's output tiles gained nothing from it.
   if (auto s = ks.gemm_for(dtype_, "grouped_matmul", &kernels_)) return s;
   const kernels::GemmKernels& k = *kernels_;
-  workers_ = std::max(workers, 1);
   blk_.ms = round_up(240, k.mr);
   blk_.nc = balanced_block(static_cast<size_t>(N_), 2048, k.nr);
   blk_.kc = std::min<size_t>(static_cast<size_t>(K_), 256);
   col_blocks_ = static_cast<int64_t>(ceil_div(static_cast<size_t>(N_), blk_.nc));
+  // No more workers, each with its own packing buffers, than the run can
+  // have items: sum_g ceil(c_g / ms) <= floor(M / ms) + (experts with rows)
+  // tiles, and at most M, each of col_blocks items. A small M (a few rows
+  // per call) on a context of many threads would otherwise book every
+  // thread's buffers: M = 1, K = 4096, N = 2048 asked 271 MiB at 64 threads.
+  const int64_t ms = static_cast<int64_t>(blk_.ms);
+  const int64_t max_tiles = std::min(M_, M_ / ms + std::min(G_, M_));
+  workers_ = static_cast<int>(std::clamp<int64_t>(max_tiles * col_blocks_, 1, std::max(workers, 1)));
   WorkspaceLayout layout;
   const size_t g1 = static_cast<size_t>(G_) + 1;
   if (!layout.book(g1, sizeof(int64_t), 1, &group_start_) || !layout.book(g1, sizeof(int64_t), 1, &tile_start_) ||

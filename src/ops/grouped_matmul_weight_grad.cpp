@@ -73,6 +73,11 @@ moegrad_status GroupedMatmulWeightGradOp::init(const moegrad_grouped_matmul_weig
   const int64_t runs = std::clamp<int64_t>(want_runs, 1, n_blocks_);
   n_per_run_ = (n_blocks_ + runs - 1) / runs;
   n_runs_ = (n_blocks_ + n_per_run_ - 1) / n_per_run_;
+  // No more workers, each with its own packing buffers, than items: a
+  // small layer on a context of many threads would otherwise book every
+  // thread's buffers. (Each output tile is one item's whole sum, so the
+  // runs' split, planned for the asked workers, changes no bit.)
+  workers_ = static_cast<int>(std::min<int64_t>(workers_, G_ * k_blocks_ * n_runs_));
   WorkspaceLayout layout;
   if (!layout.book(static_cast<size_t>(G_) + 1, sizeof(int64_t), 1, &group_start_) ||
       !book_gemm_worker_slots(&layout, k, blk_, workers_, !direct_, &slots_) || !layout.total(&workspace_bytes_))

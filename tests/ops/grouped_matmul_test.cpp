@@ -92,6 +92,21 @@ std::vector<GemmCase> forward_cases() {
   out.push_back(tiles);
   tiles.dtype = DType::kBF16, tiles.f32_out = false;  // through the C tile, two column blocks
   out.push_back(tiles);
+  // Edge shapes in each dtype: K = 1, N = 1, one row in all, and all three
+  // at once (the kernels' one-column and one-row tails, M = 1 after empty
+  // experts).
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    GemmCase e;
+    e.dtype = dtype, e.f32_out = dtype != DType::kBF16, e.seed = 13;
+    e.K = 1;
+    out.push_back(e);
+    e.K = 19, e.N = 1;
+    out.push_back(e);
+    e.N = 23, e.counts = {0, 1, 0};
+    out.push_back(e);
+    e.counts = {1}, e.K = 1, e.N = 1;
+    out.push_back(e);
+  }
   return out;
 }
 
@@ -353,6 +368,39 @@ TEST(GroupedMatmulWeightGrad, NoRowsGivesZeros) {
   for (uint64_t b : bit_values(r.gw)) ASSERT_EQ(b, 0u);
 }
 
+// Each worker of a run books its own packing buffers, so a plan books
+// them only for as many workers as the run can have items: one row among
+// three experts is one forward tile, and three weight-grad items (an item
+// per expert, K and N one block each). 64 threads must then need no more
+// workspace than 4, and the 64-thread plans still give the chains.
+TEST(GemmOps, WorkspaceDoesNotGrowPastTheWorkItems) {
+  GemmCase c;
+  c.counts = {0, 1, 0}, c.K = 200, c.N = 70;
+  size_t forward_bytes[2] = {0, 0}, weight_grad_bytes[2] = {0, 0};
+  const int32_t threads[2] = {4, 64};
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(std::to_string(threads[i]) + " threads");
+    const auto ctx = make_context(fastest_isa(), threads[i]);
+    ForwardRun f(c);
+    WeightGradRun w(c, false);
+    moegrad_op_executor* ex = nullptr;
+    ASSERT_EQ(moegrad_grouped_matmul_get_workspace_size(&f.args, ctx.get(), &forward_bytes[i], &ex),
+              MOEGRAD_STATUS_SUCCESS);
+    std::vector<std::byte> ws(forward_bytes[i]);
+    EXPECT_EQ(moegrad_grouped_matmul(ws.data(), ws.size(), ex, ctx.get()), MOEGRAD_STATUS_SUCCESS);
+    moegrad_op_executor_destroy(ex);
+    ASSERT_EQ(moegrad_grouped_matmul_weight_grad_get_workspace_size(&w.args, ctx.get(), &weight_grad_bytes[i], &ex),
+              MOEGRAD_STATUS_SUCCESS);
+    ws.resize(weight_grad_bytes[i]);
+    EXPECT_EQ(moegrad_grouped_matmul_weight_grad(ws.data(), ws.size(), ex, ctx.get()), MOEGRAD_STATUS_SUCCESS);
+    moegrad_op_executor_destroy(ex);
+    EXPECT_TRUE(forward_is_chain(c, f, Order::kExact));
+    EXPECT_TRUE(weight_grad_is_chain(c, w, Order::kExact));
+  }
+  EXPECT_EQ(forward_bytes[1], forward_bytes[0]) << "grouped_matmul: one item";
+  EXPECT_EQ(weight_grad_bytes[1], weight_grad_bytes[0]) << "grouped_matmul_weight_grad: three items";
+}
+
 // A routing for the scatter-add tests: rows of experts with padding rows and
 // dropped slots, in either index direction. owner[i] = token of row i or -1.
 struct ScatterRouting {
@@ -384,26 +432,26 @@ TEST_P(OpsIsa, MoeInitRoutingGradMatchesFloat64Reference) {
   const auto ctx = make_context(GetParam(), 2);
   for (int32_t type : {0, 1})
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16})
-      for (bool strided : {false, true}) {
-        ScatterRouting s(37, 3, 5, type, 11);
-        const int64_t K = 45;
-        HostTensor d = float_tensor(dtype, {s.M, K}, Fill::kUniform, 3, matrix_strides(strided, s.M));
-        HostTensor gx = output_tensor(kDLF32, {s.batch, K}, matrix_strides(strided, s.batch));
-        DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
-        const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, s.batch, s.top_k, type};
-        const Outcome out = call(args, ctx.get());
-        ASSERT_TRUE(out.ok()) << out.describe();
-        const Ref64 ref = reference_scatter_add(d, s.owner, s.batch);
-        const std::string what = std::string("type ") + std::to_string(type) + " " + dtype_name(dtype) +
-                                 (strided ? " column-major" : "");
-        EXPECT_TRUE(within_bound(gx, ref, s.top_k, 0.0, what));
-        // Tokens without rows: exact +0.0.
-        const auto bits = bit_values(gx);
-        for (int64_t b = 0; b < s.batch; ++b) {
-          if (std::find(s.owner.begin(), s.owner.end(), b) != s.owner.end()) continue;
-          for (int64_t k = 0; k < K; ++k) ASSERT_EQ(bits[static_cast<size_t>(b * K + k)], 0u) << what;
+      for (bool strided : {false, true})
+        for (int64_t K : {45, 1}) {
+          ScatterRouting s(37, 3, 5, type, 11);
+          HostTensor d = float_tensor(dtype, {s.M, K}, Fill::kUniform, 3, matrix_strides(strided, s.M));
+          HostTensor gx = output_tensor(kDLF32, {s.batch, K}, matrix_strides(strided, s.batch));
+          DLTensor td = d.view(), tidx = s.index.view(), tgx = gx.view();
+          const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, s.batch, s.top_k, type};
+          const Outcome out = call(args, ctx.get());
+          ASSERT_TRUE(out.ok()) << out.describe();
+          const Ref64 ref = reference_scatter_add(d, s.owner, s.batch);
+          const std::string what = std::string("type ") + std::to_string(type) + " " + dtype_name(dtype) +
+                                   " K=" + std::to_string(K) + (strided ? " column-major" : "");
+          EXPECT_TRUE(within_bound(gx, ref, s.top_k, 0.0, what));
+          // Tokens without rows: exact +0.0.
+          const auto bits = bit_values(gx);
+          for (int64_t b = 0; b < s.batch; ++b) {
+            if (std::find(s.owner.begin(), s.owner.end(), b) != s.owner.end()) continue;
+            for (int64_t k = 0; k < K; ++k) ASSERT_EQ(bits[static_cast<size_t>(b * K + k)], 0u) << what;
+          }
         }
-      }
 }
 
 // The non-fused path: d_expanded_x = grouped_matmul(grad_y, weight^T) in f32,

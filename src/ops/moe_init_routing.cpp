@@ -166,6 +166,8 @@ void MoeInitRoutingOp::copy_rows(const int64_t* pos, int64_t M, int64_t i0, int6
     std::byte* dst = ex_ + i * ex_row_ * bytes;
     if (i < M) {
       copy_row(dst, ex_col_, x_ + (pos[i] / top_k_) * x_row_ * bytes, x_col_, K_, bytes);
+    } else if (ex_col_ == 1 || K_ == 1) {  // one memset a row: capacity drops can leave most rows padding
+      std::memset(dst, 0, static_cast<size_t>(K_) * static_cast<size_t>(bytes));
     } else {
       for (int64_t j = 0; j < K_; ++j) std::memset(dst + j * ex_col_ * bytes, 0, static_cast<size_t>(bytes));
     }

@@ -114,6 +114,13 @@ std::vector<RoutingCase> cases() {
   RoutingCase repeat;  // top_k > G: a token picks one expert twice
   repeat.top_k = 4, repeat.G = 3, repeat.row_idx_type = 1;
   out.push_back(repeat);
+  for (int32_t type : {0, 1}) {  // one token, one column: copy items of one element
+    RoutingCase one;
+    one.batch = 1, one.K = 1, one.row_idx_type = type;
+    out.push_back(one);
+    one.top_k = 1, one.G = 1, one.dtype = DType::kBF16;
+    out.push_back(one);
+  }
   return out;
 }
 

@@ -30,11 +30,12 @@
  *
  * Conventions shared by all four operators:
  *  - tensors are DLPack DLTensor on kDLCPU, any element strides (NULL: compact
- *    row-major); outputs must not overlap themselves, and no output may share
- *    memory with an input or another output (MOEGRAD_STATUS_ALIASING; the
- *    check compares address ranges, so interleaved views of one buffer are
- *    refused too); nor may the workspace (the bytes get_workspace_size
- *    reported) share memory with any tensor, checked by the run;
+ *    row-major); outputs must not overlap themselves (MOEGRAD_STATUS_BAD_LAYOUT),
+ *    and no output may share memory with an input or another output
+ *    (MOEGRAD_STATUS_ALIASING; the check compares address ranges, so
+ *    interleaved views of one buffer are refused too); nor may the
+ *    workspace (the bytes get_workspace_size reported) share memory with
+ *    any tensor, checked by the run;
  *  - float tensors are float32, float16 or bfloat16, widened exactly to f32;
  *    index tensors are int32 or int64;
  *  - experts own contiguous expanded rows, expert g rows [start_g, start_g +
@@ -106,7 +107,11 @@ typedef struct moegrad_moe_init_routing_args {
 
 /* R for the given sizes and limits (validates them like the operator does;
  * MOEGRAD_STATUS_SIZE_OVERFLOW where R would pass 2^31-1, a dimension's
- * limit, so that no caller allocates outputs the operator must refuse). */
+ * limit, so that no caller allocates an expanded_x the operator must
+ * refuse). With row_idx_type 1, expanded_row_idx has batch*top_k entries,
+ * which must be within that limit too. The operator's workspace, a
+ * counting sort of every slot, is about 8*batch*top_k bytes however small
+ * R is. */
 MOEGRAD_API moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
                                                              int64_t active_num, int64_t capacity,
                                                              int64_t* max_rows);

@@ -268,7 +268,7 @@ ProblemSpec api_spec(int32_t type) {
 TEST(Executor, NullContextUsesTheDefault) {
   for (int32_t type : {0, 1}) {
     const Problem p(api_spec(type));
-    const auto want = compute(p);
+    const auto want = reference_contract_order(p);
     for (bool one_shot : {false, true}) {
       HostTensor gx = p.make_grad_x();
       Call call(p, gx);
@@ -289,7 +289,7 @@ TEST(Executor, ArgumentStructsNeedNotOutliveThePlan) {
     strided.grad_y_row_pad = 3;
     strided.grad_x_row_pad = 2;
     const Problem p(api_spec(type), strided);
-    const auto want = compute(p);
+    const auto want = reference_contract_order(p);
     HostTensor gx = p.make_grad_x();
     auto ctx = make_context();
     size_t ws = 0;
@@ -323,7 +323,7 @@ TEST(Executor, ArgumentStructsNeedNotOutliveThePlan) {
 // were planned"; more or fewer threads at run time must still work.
 TEST(Executor, RunContextMayDifferFromThePlanningOne) {
   const Problem p(api_spec(1));
-  const auto want = compute(p);
+  const auto want = reference_contract_order(p);
   for (auto [plan_threads, run_threads] : {std::pair{1, 8}, std::pair{8, 1}, std::pair{2, 3}}) {
     HostTensor gx = p.make_grad_x();
     Call call(p, gx);
@@ -396,7 +396,7 @@ TEST(Executor, WorkspaceIsExactAndBounded) {
     ProblemSpec s = api_spec(type);
     s.routing.batch = 700;
     const Problem p(s);
-    const auto want = compute(p);
+    const auto want = reference_contract_order(p);
     HostTensor gx = p.make_grad_x();
     Call call(p, gx);
     auto ctx = make_context(MOEGRAD_ISA_AUTO, 4);
@@ -427,7 +427,7 @@ TEST(Executor, WorkspaceIsExactAndBounded) {
 TEST(Executor, WorkspaceDoesNotGrowPastTheWorkItems) {
   for (int32_t type : {0, 1}) {
     const Problem p(make_spec({.batch = 1, .top_k = 4, .experts = 3, .K = 1, .N = 37}, type));
-    const auto want = compute(p);
+    const auto want = reference_contract_order(p);
     size_t ws[2] = {0, 0};
     for (int i = 0; i < 2; ++i) {
       const int32_t threads = i == 0 ? 1 : 64;
@@ -451,7 +451,7 @@ TEST(Executor, WorkspaceDoesNotGrowPastTheWorkItems) {
 
 TEST(Cpp, ExecutorAndOneShotMatchTheCApi) {
   const Problem p(api_spec(1));
-  const auto want = compute(p);
+  const auto want = reference_contract_order(p);
   moegrad::Context ctx;
   ctx.set_num_threads(2);
   {

@@ -75,9 +75,9 @@ TEST_P(Determinism, SameBitsForEveryThreadCountAndTheScalarPath) {
 TEST_P(Determinism, SameBitsAcrossRepeatedRunsAndContexts) {
   for_each_variant([&](DType dtype, int32_t type) {
     const Problem p(medium_spec(dtype, type));
-    const auto first = compute(p, options(2));
+    const auto& first = scalar_baseline(dtype, type);
     for (int run = 0; run < 2; ++run)
-      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), first, p.K, describe(p, options(2)) + " fresh context"));
+      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), first, p.K, describe(p, options(2)) + " fresh context vs scalar/1 thread"));
     // Several executors on one context.
     const auto ctx = make_context(GetParam(), 3);
     for (int run = 0; run < 2; ++run) {
@@ -85,7 +85,7 @@ TEST_P(Determinism, SameBitsAcrossRepeatedRunsAndContexts) {
       Call call(p, gx);
       const Outcome out = run_call(call.args, ctx.get());
       ASSERT_TRUE(out.ok()) << out.describe();
-      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), first, p.K, describe(p, options(3)) + " shared context"));
+      EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), first, p.K, describe(p, options(3)) + " shared context vs scalar/1 thread"));
     }
   });
 }
@@ -94,7 +94,7 @@ TEST_P(Determinism, SameBitsAcrossRepeatedRunsAndContexts) {
 TEST_P(Determinism, WorkspaceAddressAndContentDoNotMatter) {
   for_each_variant([&](DType dtype, int32_t type) {
     const Problem p(medium_spec(dtype, type));
-    const auto want = compute(p, options(2));
+    const auto& want = scalar_baseline(dtype, type);
     const std::pair<size_t, unsigned char> variants[] = {{1, 0x00}, {3, 0xFF}, {17, 0x7F}};
     for (auto [misalign, fill] : variants) {
       RunOptions o = options(2);
@@ -105,7 +105,7 @@ TEST_P(Determinism, WorkspaceAddressAndContentDoNotMatter) {
   });
 }
 
-// Strided inputs and outputs give the contiguous bits; padding is never read
+// Strided inputs and outputs give the contiguous scalar bits; padding is never read
 // into the result (it holds NaN) and never written (checked by compute).
 TEST_P(Determinism, StridedTensorsGiveTheContiguousBits) {
   std::vector<Layout> layouts(11);
@@ -128,10 +128,10 @@ TEST_P(Determinism, StridedTensorsGiveTheContiguousBits) {
   layouts[10].weight_g_innermost = true;
   layouts[10].grad_y_row_pad = 1;
   for_each_variant([&](DType dtype, int32_t type) {
-    const auto want = compute(Problem(medium_spec(dtype, type)), options(2));
+    const auto& want = scalar_baseline(dtype, type);
     for (const Layout& layout : layouts) {
       const Problem p(medium_spec(dtype, type), layout);
-      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), want, p.K, describe(p, options(2)) + " vs contiguous"));
+      EXPECT_TRUE(bitwise_equal(compute(p, options(2)), want, p.K, describe(p, options(2)) + " vs contiguous scalar/1 thread"));
     }
   });
 }
@@ -277,12 +277,15 @@ TEST_P(Engines, EveryTailLengthGivesTheScalarBits) {
   }
 }
 
-// The fast bf16 mode on both AVX-512 engines against its scalar emulation,
-// bit for bit, on problem p; false (nothing checked) without AVX512_BF16.
-// One thread too: with two, a small problem's tokens are split into
-// chunks, so a kernel call sees fewer rows than the problem has.
+// The fast bf16 mode's scalar emulation against the README's order written
+// out in the tests (reference_fast_bf16_order), then both AVX-512 engines
+// against the emulation, bit for bit, on problem p; false (the hardware
+// not checked) without AVX512_BF16. One thread too: with two, a small
+// problem's tokens are split into chunks, so a kernel call sees fewer rows
+// than the problem has.
 bool fast_bf16_gives_emulation_bits(const Problem& p, const std::string& label) {
   const Floats want = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+  EXPECT_TRUE(bitwise_equal(want, reference_fast_bf16_order(p), p.K, p.describe() + " fast bf16 emulation" + label));
   for (const char* engine : {"packed", "rowvec"}) {
     ScopedEnv env("MOEGRAD_ENGINE", engine);
     for (int32_t threads : {1, 2}) {

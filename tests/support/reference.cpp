@@ -7,6 +7,7 @@
 #include <random>
 #include <sstream>
 
+#include "fast_bf16_chain.h"
 #include "float_formats.h"
 
 namespace mgt {
@@ -104,7 +105,12 @@ Reference64 reference_f64(const Problem& p, const std::vector<int64_t>& tokens) 
   return ref;
 }
 
-Floats reference_contract_order(const Problem& p) {
+namespace {
+
+// ((0 + c_i1) + c_i2) + ... over each token's rows in ascending order, with
+// c_i = row_sum(gy row i, weight row (g(i), k)), NaNs then made canonical.
+template <class RowSum>
+Floats reference_in_row_order(const Problem& p, RowSum row_sum) {
   Floats out(static_cast<size_t>(p.batch * p.K), 0.0f);  // the leading "0 +"
   const auto rows = token_rows(p);
   const auto expert = experts_of_rows(p);
@@ -115,9 +121,7 @@ Floats reference_contract_order(const Problem& p) {
       const auto gy = widened_row(p, i);
       for (int64_t k = 0; k < p.K; ++k) {
         const float* wk = &w[static_cast<size_t>((expert[static_cast<size_t>(i)] * p.K + k) * p.N)];
-        float c = 0.0f;
-        for (int64_t n = 0; n < p.N; ++n) c = std::fma(gy[static_cast<size_t>(n)], wk[n], c);
-        acc[k] = acc[k] + c;
+        acc[k] = acc[k] + row_sum(gy.data(), wk);
       }
     }
   }
@@ -126,6 +130,22 @@ Floats reference_contract_order(const Problem& p) {
   for (float& v : out)
     if (std::isnan(v)) v = bits_float(0x7fc00000u);
   return out;
+}
+
+}  // namespace
+
+Floats reference_contract_order(const Problem& p) {
+  return reference_in_row_order(p, [&](const float* gy, const float* wk) {
+    float c = 0.0f;
+    for (int64_t n = 0; n < p.N; ++n) c = std::fma(gy[n], wk[n], c);
+    return c;
+  });
+}
+
+Floats reference_fast_bf16_order(const Problem& p) {
+  return reference_in_row_order(p, [&](const float* gy, const float* wk) {
+    return fast_bf16_chain(p.N, [&](int64_t n) { return gy[n]; }, [&](int64_t n) { return wk[n]; });
+  });
 }
 
 namespace {

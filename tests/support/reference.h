@@ -32,6 +32,12 @@ Reference64 reference_f64(const Problem& p, const std::vector<int64_t>& tokens =
 // NaN then becomes the canonical NaN 0x7fc00000 (README, "NaN").
 Floats reference_contract_order(const Problem& p);
 
+// grad_x in the fast bf16 mode's order (README, "Fast bf16 mode"): each
+// row's sum over n is fast_bf16_chain's pair order, flushing as the
+// instruction does; the rows are then added as in reference_contract_order
+// (plain f32 adds, ascending), and NaNs stored canonical.
+Floats reference_fast_bf16_order(const Problem& p);
+
 // Elementwise |got - ref| <= (N + top_k) * (2^-24 * abs_sum + 2^-150) over
 // computed tokens, and exactly +0.0f for tokens without rows.
 ::testing::AssertionResult within_bound(const Floats& got, const Reference64& ref, int64_t N,

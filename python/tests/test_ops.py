@@ -107,6 +107,13 @@ def test_grouped_matmul_weight_grad(framework, dtype, out_dtype):
     ref.assert_within(gw, ref.weight_grad(x, gy, counts), ref.weight_grad(x.abs(), gy.abs(), counts),
                       int(counts.max()), expected_dtype, "weight_grad")
     assert torch.equal(gw[1], torch.zeros(K, N, dtype=expected_dtype))  # empty experts: exact zeros
+    # Into a NaN-filled out= (numpy shares its memory): the empty experts'
+    # zeros are written, not found in fresh memory.
+    filled = torch.full((G, K, N), float("nan"), dtype=expected_dtype)
+    moegrad.grouped_matmul_weight_grad(as_framework(x, framework), as_framework(gy, framework),
+                                       as_framework(counts, framework), out=as_framework(filled, framework))
+    assert torch.equal(filled[1], torch.zeros(K, N, dtype=expected_dtype))
+    assert torch.equal(filled, gw)
 
 
 def test_weight_grad_accumulates_into_f32():
@@ -244,6 +251,8 @@ def test_gil_is_released_while_computing():
         worker.join()
         if times["begin"] < wake:  # else the worker had not started yet: try again
             break
+    else:  # a machine too loaded to start a thread in 20 ms: the order tells nothing
+        pytest.skip("the worker started after the sleeper woke in all 5 tries")
     duration = times["end"] - times["begin"]
     assert duration > 0.06, "the call was too short to tell"
     assert wake - times["begin"] < 0.5 * duration, (wake - times["begin"], duration)
@@ -362,7 +371,7 @@ def test_fast_bf16_is_a_context_setting():
     ctx.fast_bf16 = True
     assert ctx.fast_bf16
     if not moegrad.info()["avx512_bf16"]:
-        return
+        pytest.skip("the rest compares with the AVX512_BF16 hardware, which this CPU lacks")
     batch, top_k, G, K, N = 40, 2, 3, 37, 70
     gy, w = rand((batch * top_k, N), "bfloat16"), rand((G, K, N), "bfloat16")
     idx, gl = torch.randperm(batch * top_k), torch.tensor([30, 0, 50])
@@ -410,7 +419,7 @@ def test_the_fast_bf16_mode_runs_the_layer_gemms_too():
     assert torch.equal(moegrad.grouped_matmul(x32, w.float(), gl, context=fast).view(torch.int32),
                        moegrad.grouped_matmul(x32, w.float(), gl, context=exact).view(torch.int32))
     if not moegrad.info()["avx512_bf16"]:
-        return
+        pytest.skip("the rest compares with the AVX512_BF16 hardware, which this CPU lacks")
     M, K, N = 90, 37, 70
     x, w, gy, gl = rand((M, K), "bfloat16"), rand((3, K, N), "bfloat16"), rand((M, N), "bfloat16"), torch.tensor([31, 0, 59])
     hardware = moegrad.Context(isa="avx512", fast_bf16=True)

@@ -170,9 +170,12 @@ TEST(ApiMisuse, BadEnvironmentFailsContextCreationCleanly) {
     ScopedEnv env(c.var, c.value);
     moegrad_context* ctx = reinterpret_cast<moegrad_context*>(uintptr_t{0x1});
     const moegrad_status s = moegrad_context_create(&ctx);
-    EXPECT_NE(s, MOEGRAD_STATUS_SUCCESS) << c.var << "=" << c.value;
+    const std::string message = moegrad_last_error_message();
+    EXPECT_EQ(s, MOEGRAD_STATUS_INVALID_ARGUMENT) << c.var << "=" << c.value;
     EXPECT_EQ(ctx, nullptr) << c.var << "=" << c.value;
-    EXPECT_TRUE(one_line(moegrad_last_error_message())) << c.var << "=" << c.value;
+    EXPECT_TRUE(one_line(message.c_str())) << c.var << "=" << c.value;
+    // The message names the variable and quotes its value, so a user knows what to fix.
+    EXPECT_NE(message.find(std::string(c.var) + "='" + c.value + "'"), std::string::npos) << message;
     if (s == MOEGRAD_STATUS_SUCCESS) moegrad_context_destroy(ctx);
   }
 }

@@ -11,6 +11,7 @@
 // thread - the pool's workers included - while armed; operator new also
 // fails on request (from a size up, or after a number of calls).
 #include <moegrad/moegrad.h>
+#include <moegrad/moegrad_layer.h>
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
+#include "tensor.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
@@ -275,6 +277,79 @@ TEST(OutOfMemory, AOneShotRunWithoutItsWorkspaceWritesNothing) {
   EXPECT_TRUE(p.grad_x.snapshot() == before) << "grad_x was written";
   ASSERT_EQ(moegrad_grad_x_run(p.args_ptr(), ctx.get()), MOEGRAD_STATUS_SUCCESS) << "and works once memory is back";
   EXPECT_EQ(compare_bits(read_grad_x(p.grad_x.dl()), reference_contract(p.args()), p.spec.K), "");
+}
+
+// The layer operators' one-shot calls allocate their workspace the same
+// way: when they cannot, the same status and message, and every output as
+// it was. Each op is planned once for its size; then every allocation of
+// that size or more fails during its one-shot call.
+TEST(OutOfMemory, ALayerOpOneShotRunWithoutItsWorkspaceWritesNothing) {
+  moegrad::Context ctx = make_context(MOEGRAD_ISA_AUTO, 2);
+  constexpr int64_t kBatch = 96, kTopK = 2, kG = 4, kK = 72, kN = 40, kM = kBatch * kTopK;
+  Rng rng(17);
+  Tensor x(kF32, {kBatch, kK}), experts(kI64, {kBatch, kTopK}), weight(kF32, {kG, kK, kN});
+  Tensor grad_y(kF32, {kM, kN}), grad_expanded_x(kF32, {kM, kK});
+  for (Tensor* t : {&x, &weight, &grad_y, &grad_expanded_x})
+    for (int64_t i = 0; i < t->numel(); ++i) t->set(t->offset_of_linear(i), static_cast<double>(rng.uniform(-4, 4)));
+  for (int64_t i = 0; i < experts.numel(); ++i) experts.set_int(experts.offset_of_linear(i), rng.uniform(0, kG - 1));
+  Tensor expanded_x(kF32, {kM, kK}), row_idx(kI64, {kM}), group_list(kI64, {kG});
+  Tensor y(kF32, {kM, kN}), grad_weight(kF32, {kG, kK, kN}), grad_x(kF32, {kBatch, kK});
+
+  const auto check = [&](const char* what, auto plan, auto run, std::vector<Tensor*> outputs) {
+    SCOPED_TRACE(what);
+    size_t bytes = 0;
+    moegrad_op_executor* raw = nullptr;
+    ASSERT_EQ(plan(&bytes, &raw), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+    moegrad_op_executor_destroy(raw);
+    ASSERT_GT(bytes, 0u);
+    std::vector<std::vector<std::byte>> before;
+    for (Tensor* t : outputs) {
+      t->fill_words(0x7FC0DEADu);
+      before.push_back(t->snapshot());
+    }
+    g_fail_from_bytes = bytes;
+    const moegrad_status st = run();
+    g_fail_from_bytes = SIZE_MAX;
+    EXPECT_EQ(st, MOEGRAD_STATUS_OUT_OF_MEMORY);
+    // The workspace's allocation failed, not one of the plan's own.
+    EXPECT_NE(std::string(moegrad_last_error_message()).find(std::to_string(bytes) + "-byte workspace"),
+              std::string::npos)
+        << moegrad_last_error_message();
+    for (size_t i = 0; i < outputs.size(); ++i) EXPECT_TRUE(outputs[i]->snapshot() == before[i]) << "output " << i;
+    // ops_test checks the values; here only that the call works once memory is back.
+    ASSERT_EQ(run(), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+    for (size_t i = 0; i < outputs.size(); ++i) EXPECT_FALSE(outputs[i]->snapshot() == before[i]) << "output " << i;
+  };
+
+  const moegrad_moe_init_routing_args routing{&x.dl(), &experts.dl(), &expanded_x.dl(), &row_idx.dl(),
+                                              &group_list.dl(), MOEGRAD_NO_LIMIT, MOEGRAD_NO_LIMIT,
+                                              MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL, nullptr};
+  check(
+      "moe_init_routing",
+      [&](size_t* b, moegrad_op_executor** e) { return moegrad_moe_init_routing_get_workspace_size(&routing, ctx.get(), b, e); },
+      [&] { return moegrad_moe_init_routing_run(&routing, ctx.get()); }, {&expanded_x, &row_idx, &group_list});
+  const moegrad_grouped_matmul_args forward{&expanded_x.dl(), &weight.dl(), &group_list.dl(), &y.dl(),
+                                            MOEGRAD_GROUP_LIST_COUNT};
+  check(
+      "grouped_matmul",
+      [&](size_t* b, moegrad_op_executor** e) { return moegrad_grouped_matmul_get_workspace_size(&forward, ctx.get(), b, e); },
+      [&] { return moegrad_grouped_matmul_run(&forward, ctx.get()); }, {&y});
+  const moegrad_grouped_matmul_weight_grad_args weight_grad{&expanded_x.dl(), &grad_y.dl(), &group_list.dl(),
+                                                            &grad_weight.dl(), MOEGRAD_GROUP_LIST_COUNT, 0};
+  check(
+      "grouped_matmul_weight_grad",
+      [&](size_t* b, moegrad_op_executor** e) {
+        return moegrad_grouped_matmul_weight_grad_get_workspace_size(&weight_grad, ctx.get(), b, e);
+      },
+      [&] { return moegrad_grouped_matmul_weight_grad_run(&weight_grad, ctx.get()); }, {&grad_weight});
+  const moegrad_moe_init_routing_grad_args routing_grad{&grad_expanded_x.dl(), &row_idx.dl(), &grad_x.dl(), kBatch,
+                                                        kTopK, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL};
+  check(
+      "moe_init_routing_grad",
+      [&](size_t* b, moegrad_op_executor** e) {
+        return moegrad_moe_init_routing_grad_get_workspace_size(&routing_grad, ctx.get(), b, e);
+      },
+      [&] { return moegrad_moe_init_routing_grad_run(&routing_grad, ctx.get()); }, {&grad_x});
 }
 
 // A context whose new pool cannot be built, at any point of building it

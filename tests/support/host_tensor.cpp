@@ -47,10 +47,16 @@ DLDataType dl_type(DType t) {
 
 DLDataType dl_type(IndexDType t) { return dl_type(kDLInt, t == IndexDType::kI32 ? 32 : 64); }
 
+uint32_t sentinel_word(DLDataType t) {
+  if (t.bits == 16 && t.code == kDLFloat) return kSentinelBitsF16;
+  if (t.bits == 16 && t.code == kDLBfloat) return kSentinelBitsBF16;
+  return kSentinelBits;
+}
+
 HostTensor::HostTensor(DLDataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
                        uint64_t byte_offset, bool explicit_strides)
     : dtype_(dtype), shape_(std::move(shape)), null_strides_(strides.empty() && !explicit_strides),
-      byte_offset_(byte_offset) {
+      byte_offset_(byte_offset), sentinel_(sentinel_word(dtype)) {
   if (dtype_.bits % 8 != 0 || dtype_.bits == 0) throw std::invalid_argument("HostTensor: bits");
   if (strides.empty()) {
     strides.assign(shape_.size(), 1);
@@ -141,12 +147,12 @@ void HostTensor::set_index(int64_t elem_offset, int64_t value) {
 }
 
 void HostTensor::fill_sentinel() {
-  for (size_t i = 0; i + 4 <= storage_.size(); i += 4) std::memcpy(storage_.data() + i, &kSentinelBits, 4);
+  for (size_t i = 0; i + 4 <= storage_.size(); i += 4) std::memcpy(storage_.data() + i, &sentinel_, 4);
 }
 
 bool HostTensor::all_sentinel() const {
   for (size_t i = 0; i + 4 <= storage_.size(); i += 4)
-    if (std::memcmp(storage_.data() + i, &kSentinelBits, 4) != 0) return false;
+    if (std::memcmp(storage_.data() + i, &sentinel_, 4) != 0) return false;
   return true;
 }
 
@@ -157,7 +163,7 @@ bool HostTensor::sentinel_outside_view() const {
     const size_t start = byte_offset_ + static_cast<size_t>(offset_of_linear(e)) * eb;
     for (size_t b = 0; b < eb; ++b) in_view[start + b] = true;
   }
-  const auto* sentinel = reinterpret_cast<const std::byte*>(&kSentinelBits);
+  const auto* sentinel = reinterpret_cast<const std::byte*>(&sentinel_);
   for (size_t i = 0; i < storage_.size(); ++i)
     if (!in_view[i] && storage_.data()[i] != sentinel[i % 4]) return false;
   return true;

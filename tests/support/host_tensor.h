@@ -45,8 +45,15 @@ DLDataType dl_type(IndexDType t);
 DLDataType dl_type(uint8_t code, uint8_t bits);
 inline constexpr DLDataType kDLF32{kDLFloat, 32, 1};
 
-// A quiet NaN with a payload; whole storage is filled with it (32-bit words).
+// The whole storage is filled with a NaN of the element's width that no
+// operation produces (never the canonical NaN), repeated in 32-bit words:
+// for 4- and 8-byte elements a quiet f32 NaN with a payload, for f16 and
+// bf16 two of their own signalling NaNs (0x7D01, 0x7F81), so that every
+// unwritten element of any float output reads as NaN.
 inline constexpr uint32_t kSentinelBits = 0x7FF0DEADu;
+inline constexpr uint32_t kSentinelBitsF16 = 0x7D017D01u;
+inline constexpr uint32_t kSentinelBitsBF16 = 0x7F817F81u;
+uint32_t sentinel_word(DLDataType t);
 
 class HostTensor {
  public:
@@ -105,6 +112,7 @@ class HostTensor {
   bool null_strides_ = true;
   uint64_t byte_offset_ = 0;
   Bytes storage_;
+  uint32_t sentinel_ = kSentinelBits;
 };
 
 // Row-major logical copy of a float32 [rows, cols] tensor.

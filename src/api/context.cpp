@@ -37,18 +37,23 @@ int32_t default_thread_count() {
 }
 
 // The value the environment variable `var` names, from `names` (N choices);
-// INVALID_ARGUMENT listing them otherwise.
+// INVALID_ARGUMENT listing them otherwise. The list is joined in a fixed
+// buffer: a std::string's bad_alloc would leave moegrad_context_create, a
+// C function, as an exception.
 template <class T, size_t N>
 moegrad_status parse_choice(const char* var, const char* text, const std::pair<const char*, T> (&names)[N], T* out) {
-  std::string choices;
   for (const auto& [name, value] : names) {
     if (std::strcmp(text, name) == 0) {
       *out = value;
       return MOEGRAD_STATUS_SUCCESS;
     }
-    choices += choices.empty() ? name : std::string(", ") + name;
   }
-  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not one of %s", var, text, choices.c_str());
+  char choices[128] = "";
+  size_t used = 0;
+  for (size_t i = 0; i < N && used < sizeof choices; ++i)
+    used += static_cast<size_t>(
+        std::snprintf(choices + used, sizeof choices - used, "%s%s", i == 0 ? "" : ", ", names[i].first));
+  return fail(MOEGRAD_STATUS_INVALID_ARGUMENT, "%s='%s' is not one of %s", var, text, choices);
 }
 
 moegrad_status parse_isa(const char* text, moegrad_isa* isa) {

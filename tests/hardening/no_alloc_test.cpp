@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -350,6 +351,57 @@ TEST(OutOfMemory, ALayerOpOneShotRunWithoutItsWorkspaceWritesNothing) {
         return moegrad_moe_init_routing_grad_get_workspace_size(&routing_grad, ctx.get(), b, e);
       },
       [&] { return moegrad_moe_init_routing_grad_run(&routing_grad, ctx.get()); }, {&grad_x});
+}
+
+// Creating a context reads its settings from the environment; an
+// allocation that fails there is OUT_OF_MEMORY, never a C++ exception out
+// of a C function (which a C caller cannot catch: it unwinds through C
+// frames or terminates). Each setting is read with the n-th operator new
+// failing, n = 0, 1, ... until the call gets as far as it can: success for
+// valid values, INVALID_ARGUMENT (whose message lists the choices) for bad.
+TEST(OutOfMemory, AContextThatCannotReadItsEnvironmentSaysSo) {
+  struct Setting {
+    const char* isa;
+    const char* engine;
+    moegrad_status last;
+  } settings[] = {{"avx1024", nullptr, MOEGRAD_STATUS_INVALID_ARGUMENT},
+                  {nullptr, "fast", MOEGRAD_STATUS_INVALID_ARGUMENT},
+                  {"scalar", "rowvec", MOEGRAD_STATUS_SUCCESS}};
+  const auto saved = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
+  };
+  const std::optional<std::string> isa_before = saved("MOEGRAD_ISA"), engine_before = saved("MOEGRAD_ENGINE");
+  const auto set = [](const char* name, const char* value) {
+    if (value != nullptr) setenv(name, value, 1);
+    else unsetenv(name);
+  };
+  for (const Setting& setting : settings) {
+    SCOPED_TRACE(std::string("MOEGRAD_ISA=") + (setting.isa ? setting.isa : "(unset)") +
+                 " MOEGRAD_ENGINE=" + (setting.engine ? setting.engine : "(unset)"));
+    set("MOEGRAD_ISA", setting.isa);
+    set("MOEGRAD_ENGINE", setting.engine);
+    moegrad_status st = MOEGRAD_STATUS_OUT_OF_MEMORY;
+    for (long n = 0; n < 1000 && st == MOEGRAD_STATUS_OUT_OF_MEMORY; ++n) {
+      moegrad_context* ctx = nullptr;
+      g_fail_after = n;
+      try {
+        st = moegrad_context_create(&ctx);
+      } catch (const std::exception& e) {
+        g_fail_after = -1;
+        ADD_FAILURE() << "allocation " << n << " failed: " << e.what() << " left moegrad_context_create";
+        break;
+      }
+      g_fail_after = -1;
+      if (st == MOEGRAD_STATUS_OUT_OF_MEMORY) {
+        EXPECT_EQ(ctx, nullptr) << n;
+      }
+      moegrad_context_destroy(ctx);
+    }
+    EXPECT_EQ(st, setting.last) << moegrad_last_error_message();
+  }
+  set("MOEGRAD_ISA", isa_before ? isa_before->c_str() : nullptr);
+  set("MOEGRAD_ENGINE", engine_before ? engine_before->c_str() : nullptr);
 }
 
 // A context whose new pool cannot be built, at any point of building it

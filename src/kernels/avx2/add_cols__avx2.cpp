@@ -6,6 +6,7 @@
 
 #include "kernels/avx2/canonical_nan__avx2.h"
 #include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/masked__avx2.h"
 #include "kernels/avx2/widen__avx2.h"
 
 namespace moegrad::kernels::avx2 {
@@ -21,28 +22,20 @@ void f32_add_cols__avx2(const float* ct, size_t ldct, size_t rows, size_t cols, 
   __m256 v[8];
   for (size_t r0 = 0; r0 < rows; r0 += 8) {
     const size_t nr = rows - r0 < 8 ? rows - r0 : 8;
-    const __m256i row_mask = lane_mask(nr);
     for (size_t j0 = 0; j0 < cols; j0 += 8) {
       const size_t nj = cols - j0 < 8 ? cols - j0 : 8;
-      const __m256i col_mask = lane_mask(nj);
 #pragma GCC unroll 8
       for (size_t j = 0; j < 8; ++j)
-        v[j] = j < nj ? _mm256_maskload_ps(ct + (j0 + j) * ldct + r0, row_mask) : _mm256_setzero_ps();
+        v[j] = j < nj ? load_first(ct + (j0 + j) * ldct + r0, nr) : _mm256_setzero_ps();
       transpose8x8(v);
       for (size_t r = 0; r < nr; ++r) {
         float* d = dst + static_cast<int64_t>(tokens[r0 + r]) * dst_stride + static_cast<int64_t>(j0);
         if (add) {
           const bool start = starts != nullptr && starts[r0 + r] != 0;
-          const __m256 sum = start     ? _mm256_setzero_ps()
-                             : nj == 8 ? _mm256_loadu_ps(d)
-                                       : _mm256_maskload_ps(d, col_mask);
+          const __m256 sum = start ? _mm256_setzero_ps() : load_first(d, nj);
           v[r] = canonical_nan(_mm256_add_ps(sum, v[r]));
         }
-        if (nj == 8) {
-          _mm256_storeu_ps(d, v[r]);
-        } else {
-          _mm256_maskstore_ps(d, col_mask, v[r]);
-        }
+        store_first(d, nj, v[r]);
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include "kernels/avx2/canonical_nan__avx2.h"
 #include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/masked__avx2.h"
 #include "kernels/avx2/prefetch__avx2.h"
 #include "kernels/avx2/widen__avx2.h"
 
@@ -42,8 +43,7 @@ template <size_t kPStep, size_t kRStep, class BSource, class Prefetcher, bool kC
 __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, BSource b, float* c, size_t ldc,
                                                      size_t mr, size_t nr, bool accumulate, bool canonical_nans,
                                                      Prefetcher next, float* b_copy = nullptr) {
-  const __m256i m0 = lane_mask(nr);
-  const __m256i m1 = lane_mask(nr > 8 ? nr - 8 : 0);
+  const size_t n0 = nr < 8 ? nr : 8, n1 = nr > 8 ? nr - 8 : 0;  // columns of each vector
   __m256 acc0[kRows], acc1[kRows];
 #pragma GCC unroll 6
   for (size_t r = 0; r < kRows; ++r) {
@@ -55,8 +55,8 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
 #pragma GCC unroll 6
     for (size_t r = 0; r < kRows; ++r) {
       if (r >= mr) break;
-      acc0[r] = _mm256_maskload_ps(c + r * ldc, m0);
-      acc1[r] = _mm256_maskload_ps(c + r * ldc + 8, m1);
+      acc0[r] = load_first(c + r * ldc, n0);
+      acc1[r] = load_first(c + r * ldc + 8, n1);
     }
   }
   for (size_t p = 0; p < kc; ++p) {
@@ -85,8 +85,8 @@ __attribute__((always_inline)) inline void tile_6x16(size_t kc, const float* a, 
 #pragma GCC unroll 6
   for (size_t r = 0; r < kRows; ++r) {
     if (r < mr) {
-      _mm256_maskstore_ps(c + r * ldc, m0, acc0[r]);
-      _mm256_maskstore_ps(c + r * ldc + 8, m1, acc1[r]);
+      store_first(c + r * ldc, n0, acc0[r]);
+      store_first(c + r * ldc + 8, n1, acc1[r]);
     }
   }
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/avx2/kernels__avx2.h"
+#include "kernels/avx2/masked__avx2.h"
 #include "kernels/avx2/widen__avx2.h"
 
 namespace moegrad::kernels::avx2 {
@@ -22,23 +23,21 @@ void pack_a(const void* src, int64_t row_stride, int64_t col_stride, const int32
   if (row_stride == 1 && mr > 0 && rows[mr - 1] - rows[0] == static_cast<int32_t>(mr) - 1) {
     // Consecutive rows of a matrix contiguous along them (the weight grad's
     // x seen as [K, M]): each p is one contiguous run of mr elements.
-    const __m256i row_mask = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);  // kMR = 6 lanes
     for (size_t p = 0; p < kc; ++p) {
       const int64_t at = static_cast<int64_t>(rows[0]) + static_cast<int64_t>(n0 + p) * col_stride;
-      _mm256_maskstore_ps(a_packed + p * kMR, row_mask, load_partial_widened<T>(src, at, mr));
+      store_first(a_packed + p * kMR, kMR, load_partial_widened<T>(src, at, mr));
     }
     return;
   }
   if (col_stride != 1) return pack_a_strided<T>(src, row_stride, col_stride, rows, mr, n0, kc, a_packed);
   int64_t offsets[8];
   for (size_t r = 0; r < mr; ++r) offsets[r] = static_cast<int64_t>(rows[r]) * row_stride;
-  const __m256i row_mask = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);  // kMR = 6 lanes
   __m256 v[8];
   for (size_t p = 0; p < kc; p += 8) {
     const size_t q = kc - p < 8 ? kc - p : 8;
     load_rows<T>(src, offsets, mr, static_cast<int64_t>(n0 + p), q, v);
     transpose8x8(v);
-    for (size_t j = 0; j < q; ++j) _mm256_maskstore_ps(a_packed + (p + j) * kMR, row_mask, v[j]);
+    for (size_t j = 0; j < q; ++j) store_first(a_packed + (p + j) * kMR, kMR, v[j]);
   }
 }
 

@@ -1,0 +1,138 @@
+// Tails that end where a mapping ends. A grad_x, y or grad_weight row, or
+// the workspace, may end at the last byte of a mapping, and a kernel's tail
+// must then read and write only the elements it owns: the AVX2 kernels'
+// VMASKMOV may fault on masked-off lanes by AMD's manual (kernels/avx2/
+// masked__avx2.h), so there a partial vector that crosses a page end goes
+// through a buffer instead. Each kernel table this CPU runs is called on
+// buffers that end right before a PROT_NONE page, for every tail length,
+// and checked element by element against the contract's arithmetic
+// written out here (one f32 add; one std::fma chain).
+#include <gtest/gtest.h>
+#include <moegrad/moegrad.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/gemm_kernels.h"
+
+namespace {
+
+using moegrad::kernels::GemmKernels;
+
+// n floats whose last one ends right before a page that faults on any access.
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(size_t n) {
+    const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (n * sizeof(float) + page - 1) / page;
+    bytes_ = (data_pages + 1) * page;
+    void* region = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) throw std::bad_alloc();
+    region_ = static_cast<std::byte*>(region);
+    if (mprotect(region_ + data_pages * page, page, PROT_NONE) != 0) throw std::runtime_error("mprotect");
+    data_ = reinterpret_cast<float*>(region_ + data_pages * page) - n;
+  }
+  ~GuardedFloats() { munmap(region_, bytes_); }
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  float* data() { return data_; }
+  float& operator[](size_t i) { return data_[i]; }
+
+ private:
+  std::byte* region_ = nullptr;
+  size_t bytes_ = 0;
+  float* data_ = nullptr;
+};
+
+std::vector<const GemmKernels*> tables() {
+  std::vector<const GemmKernels*> out;
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512})
+    if (const GemmKernels* k = moegrad::kernels::gemm_kernels_for(isa)) out.push_back(k);
+  return out;
+}
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+// Exactly representable values, different per index.
+float value(size_t i, size_t salt) { return static_cast<float>(static_cast<int>((i * 7 + salt * 13) % 29) - 14) / 8; }
+
+TEST(PageEndTails, AddRowAndStartRowStopAtTheirLastElement) {
+  for (const GemmKernels* k : tables()) {
+    for (size_t n = 1; n <= 40; ++n) {
+      SCOPED_TRACE(std::string(moegrad_isa_name(k->isa)) + " n=" + std::to_string(n));
+      GuardedFloats dst(n), src(n);
+      for (size_t j = 0; j < n; ++j) dst[j] = value(j, 1), src[j] = value(j, 2);
+      k->add_row(dst.data(), src.data(), n);
+      for (size_t j = 0; j < n; ++j) ASSERT_TRUE(same_bits(dst[j], value(j, 1) + value(j, 2))) << j;
+      for (size_t j = 0; j < n; ++j) dst[j] = std::numeric_limits<float>::quiet_NaN();
+      k->start_row(dst.data(), src.data(), n);
+      for (size_t j = 0; j < n; ++j) ASSERT_TRUE(same_bits(dst[j], 0.0f + value(j, 2))) << j;
+    }
+  }
+}
+
+// A micro-tile of mr x nr whose C rows are nr apart, the last ending at the
+// guard page: C[r][c] = fma chain over p from +0 (or from C's own value).
+TEST(PageEndTails, MicroKernelTileStopsAtItsLastElement) {
+  const size_t kc = 5;
+  const moegrad::kernels::PrefetchRows no_prefetch{};
+  for (const GemmKernels* k : tables()) {
+    std::vector<float> a_storage(kc * k->mr + 16), b_storage(kc * k->nr + 16);
+    float* a = a_storage.data() + (16 - reinterpret_cast<uintptr_t>(a_storage.data()) / sizeof(float) % 16) % 16;
+    float* b = b_storage.data() + (16 - reinterpret_cast<uintptr_t>(b_storage.data()) / sizeof(float) % 16) % 16;
+    for (size_t i = 0; i < kc * k->mr; ++i) a[i] = value(i, 3);
+    for (size_t i = 0; i < kc * k->nr; ++i) b[i] = value(i, 4);
+    for (size_t mr : {size_t{1}, k->mr}) {
+      for (size_t nr = 1; nr <= k->nr; ++nr) {
+        for (bool accumulate : {false, true}) {
+          SCOPED_TRACE(std::string(moegrad_isa_name(k->isa)) + " mr=" + std::to_string(mr) + " nr=" +
+                       std::to_string(nr) + (accumulate ? " accumulate" : ""));
+          GuardedFloats c(mr * nr);
+          for (size_t i = 0; i < mr * nr; ++i) c[i] = value(i, 5);
+          k->ukernel(kc, a, b, c.data(), nr, mr, nr, accumulate, false, no_prefetch);
+          for (size_t r = 0; r < mr; ++r)
+            for (size_t col = 0; col < nr; ++col) {
+              float want = accumulate ? value(r * nr + col, 5) : 0.0f;
+              for (size_t p = 0; p < kc; ++p) want = std::fma(a[p * k->mr + r], b[p * k->nr + col], want);
+              ASSERT_TRUE(same_bits(c[r * nr + col], want)) << "C[" << r << "][" << col << "]";
+            }
+        }
+      }
+    }
+  }
+}
+
+// The row-vector engine's transposing scatter-add, with Ct's last column
+// and the last token's grad_x row each ending at a guard page.
+TEST(PageEndTails, AddColsStopsAtItsLastElement) {
+  for (const GemmKernels* k : tables()) {
+    if (k->rowvec == nullptr) continue;
+    for (size_t rows : {size_t{1}, size_t{5}, size_t{8}, size_t{13}}) {
+      for (size_t cols : {size_t{1}, size_t{7}, size_t{8}, size_t{21}}) {
+        SCOPED_TRACE(std::string(moegrad_isa_name(k->isa)) + " rows=" + std::to_string(rows) + " cols=" +
+                     std::to_string(cols));
+        GuardedFloats ct(cols * rows), dst(rows * cols);  // ldct = rows; token r owns dst row r
+        std::vector<int32_t> tokens(rows);
+        for (size_t r = 0; r < rows; ++r) tokens[r] = static_cast<int32_t>(r);
+        for (size_t i = 0; i < cols * rows; ++i) ct[i] = value(i, 6), dst[i] = value(i, 7);
+        k->rowvec->add_cols(ct.data(), rows, rows, cols, dst.data(), static_cast<int64_t>(cols), tokens.data(), true,
+                            nullptr);
+        for (size_t r = 0; r < rows; ++r)
+          for (size_t j = 0; j < cols; ++j)
+            ASSERT_TRUE(same_bits(dst[r * cols + j], value(r * cols + j, 7) + value(j * rows + r, 6)))
+                << "grad_x[" << r << "][" << j << "]";
+      }
+    }
+  }
+}
+
+}  // namespace

@@ -119,6 +119,7 @@ __attribute__((always_inline)) inline void narrow_tile(size_t kc, const float* w
 void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                               size_t ldct, size_t rows, size_t cols, bool accumulate,
                                               const NextStrip& next) {
+  static_assert(kNarrowRows == 12, "a case below for every row count up to kNarrowRows");
   switch (rows) {
     case 1: return narrow_tile<1>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 2: return narrow_tile<2>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
@@ -131,7 +132,10 @@ void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, c
     case 9: return narrow_tile<9>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 10: return narrow_tile<10>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
     case 11: return narrow_tile<11>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
-    default: return narrow_tile<12>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    case 12: return narrow_tile<12>(kc, w_strip, a_panel, ct, ldct, cols, accumulate, next);
+    // A call outside the table's narrow_rows would leave columns of Ct
+    // stale and the result wrong without a word: stop instead.
+    default: __builtin_trap();
   }
 }
 

@@ -17,7 +17,7 @@ constinit const RowvecKernels kRowvecKernels = {
     {true, false, false},
     f32_add_cols__avx512f,
     f32_rowvec_narrow_ukernel_14x12__avx512f,
-    12,
+    kNarrowRows,
 };
 
 constinit const RowsAKernels kRowsAKernels = {

@@ -36,7 +36,9 @@ inline constexpr size_t kStripLd = kMaxStripKc + 16;
 void f32_rowvec_ukernel_14x32__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                        size_t ldct, size_t rows, size_t cols, bool accumulate,
                                        const NextStrip& next);
-// Up to 12 rows of a last panel, vectors along the strip's weight rows.
+// Up to kNarrowRows rows of a last panel, vectors along the strip's weight
+// rows (the table's narrow_rows: the driver asks for no more).
+inline constexpr size_t kNarrowRows = 12;
 void f32_rowvec_narrow_ukernel_14x12__avx512f(size_t kc, const float* w_strip, const float* a_panel, float* ct,
                                               size_t ldct, size_t rows, size_t cols, bool accumulate,
                                               const NextStrip& next);

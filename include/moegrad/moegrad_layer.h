@@ -110,8 +110,8 @@ typedef struct moegrad_moe_init_routing_args {
  * limit, so that no caller allocates an expanded_x the operator must
  * refuse). With row_idx_type 1, expanded_row_idx has batch*top_k entries,
  * which must be within that limit too. The operator's workspace, a
- * counting sort of every slot, is about 8*batch*top_k bytes however small
- * R is. */
+ * counting sort of every slot, is about 8*batch*top_k + 16*G bytes however
+ * small R is. */
 MOEGRAD_API moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
                                                              int64_t active_num, int64_t capacity,
                                                              int64_t* max_rows);

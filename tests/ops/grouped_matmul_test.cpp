@@ -401,6 +401,25 @@ TEST(GemmOps, WorkspaceDoesNotGrowPastTheWorkItems) {
   EXPECT_EQ(weight_grad_bytes[1], weight_grad_bytes[0]) << "grouped_matmul_weight_grad: three items";
 }
 
+// The cap is the most items a run of the plan's shape can have, whatever
+// the group list: eight rows may be eight experts' tiles, so the forward
+// keeps a worker for each of eight threads (the run gives each an item).
+TEST(GemmOps, TheForwardKeepsAWorkerForEveryTileTheRowsCanMake) {
+  GemmCase c;
+  c.counts = {1, 1, 1, 1, 1, 1, 1, 1}, c.K = 200, c.N = 70;
+  ForwardRun f(c);
+  size_t bytes[3] = {0, 0, 0};
+  const int32_t threads[3] = {4, 8, 64};
+  for (int i = 0; i < 3; ++i) {
+    const auto ctx = make_context(fastest_isa(), threads[i]);
+    moegrad_op_executor* ex = nullptr;
+    ASSERT_EQ(moegrad_grouped_matmul_get_workspace_size(&f.args, ctx.get(), &bytes[i], &ex), MOEGRAD_STATUS_SUCCESS);
+    moegrad_op_executor_destroy(ex);
+  }
+  EXPECT_GT(bytes[1], bytes[0]) << "8 threads, 8 tiles: more workers than 4";
+  EXPECT_EQ(bytes[2], bytes[1]) << "64 threads, 8 tiles: no more workers than 8";
+}
+
 // A routing for the scatter-add tests: rows of experts with padding rows and
 // dropped slots, in either index direction. owner[i] = token of row i or -1.
 struct ScatterRouting {

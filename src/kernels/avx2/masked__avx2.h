@@ -8,8 +8,8 @@
 // grad_weight) or of the workspace may end at the end of a mapping. So a
 // partial access uses the instruction only where all 32 bytes lie in one
 // 4 KiB page, which the first lane's own access shows to be mapped; across
-// a page end it goes through a buffer on the stack. A whole vector needs
-// no mask, and none is used.
+// a page end it goes through a buffer on the stack (as widen__avx2.h's
+// partial loads always do). A whole vector needs no mask, and none is used.
 #pragma once
 
 #include <immintrin.h>
@@ -34,9 +34,7 @@ inline __m256 load_first(const float* p, size_t n) {
   if (n >= 8) return _mm256_loadu_ps(p);
   if (n == 0) return _mm256_setzero_ps();
   if (vector_in_one_page(p)) return _mm256_maskload_ps(p, lane_mask(n));
-  alignas(32) float lanes[8] = {};
-  std::memcpy(lanes, p, n * sizeof(float));
-  return _mm256_load_ps(lanes);
+  return load_partial_widened<DType::kF32>(p, 0, n);
 }
 
 // p[j] = lane j for j < n; p[j] beyond is not written.

@@ -43,29 +43,29 @@ def from_dlpack(a, name):
     byte_offset): TypeError then, the capsule unused."""
     from . import _moegrad
 
+    torch = None  # the importer, where not numpy
     if type(a).__name__ == "PyCapsule":
-        capsule, via_torch = a, _torch_or_none() is not None
+        capsule, torch = a, _torch_or_none()
+        _moegrad.check_importable_capsule(capsule, name, torch is not None)
     else:
         try:
             capsule = a.__dlpack__()
         except Exception as e:  # whatever the exporter raises
             raise TypeError(f"{name}: its __dlpack__() failed: {type(e).__name__}: {e}") from None
-        via_torch = _moegrad.check_importable_capsule(capsule, name, False) == (4, 16)  # kDLBfloat: not numpy's
-        if via_torch and _torch_or_none() is None:
-            raise TypeError(f"{name}: a bfloat16 DLPack export needs torch to be read")
-    if via_torch:
-        _moegrad.check_importable_capsule(capsule, name, True)  # also what torch in particular would misread
+        if _moegrad.check_importable_capsule(capsule, name, False) == (4, 16):  # kDLBfloat: not numpy's
+            torch = _torch_or_none()
+            if torch is None:
+                raise TypeError(f"{name}: a bfloat16 DLPack export needs torch to be read")
+            _moegrad.check_importable_capsule(capsule, name, True)  # also what torch in particular would misread
+    if torch is not None:
         try:
-            return _torch_or_none().from_dlpack(capsule)
+            return torch.from_dlpack(capsule)
         except (TypeError, ValueError, RuntimeError, BufferError) as e:
             raise TypeError(f"{name}: cannot import this DLPack capsule (torch: {e})") from None
-    if type(a).__name__ == "PyCapsule":  # an export's capsule was checked above
-        _moegrad.check_importable_capsule(capsule, name, False)
     try:
         return np.from_dlpack(_Exported(capsule))
     except (TypeError, ValueError, RuntimeError, BufferError) as e:
         raise TypeError(f"{name}: cannot import this DLPack export (numpy: {e})") from None
-
 
 def _torch_or_none():
     try:

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "aligned_floats.h"
 #include "kernels/gemm_kernels.h"
 
 namespace {
@@ -113,9 +114,9 @@ TEST(PageEndTails, MicroKernelTileStopsAtItsLastElement) {
   const size_t kc = 5;
   const moegrad::kernels::PrefetchRows no_prefetch{};
   for (const GemmKernels* k : tables()) {
-    std::vector<float> a_storage(kc * k->mr + 16), b_storage(kc * k->nr + 16);
-    float* a = a_storage.data() + (16 - reinterpret_cast<uintptr_t>(a_storage.data()) / sizeof(float) % 16) % 16;
-    float* b = b_storage.data() + (16 - reinterpret_cast<uintptr_t>(b_storage.data()) / sizeof(float) % 16) % 16;
+    const mgt::AlignedFloats a_panel(kc * k->mr), b_panel(kc * k->nr);  // 64-byte aligned, as in a workspace
+    float* a = a_panel.data.get();
+    float* b = b_panel.data.get();
     for (size_t i = 0; i < kc * k->mr; ++i) a[i] = value(i, 3);
     for (size_t i = 0; i < kc * k->nr; ++i) b[i] = value(i, 4);
     for (size_t mr : {size_t{1}, k->mr}) {

@@ -10,13 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
+#include "scoped_env.h"
 
 namespace mgh {
 namespace {
@@ -133,23 +133,6 @@ TEST(ApiMisuse, ContextSettingsOutOfRange) {
   EXPECT_STRNE(moegrad_isa_name(static_cast<moegrad_isa>(77)), nullptr);
   EXPECT_EQ(moegrad_isa_available(static_cast<moegrad_isa>(77)), 0);
 }
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(ApiMisuse, BadEnvironmentFailsContextCreationCleanly) {
   struct C {

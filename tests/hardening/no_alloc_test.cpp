@@ -19,7 +19,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <new>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "problem.h"
 #include "reference.h"
 #include "runner.h"
+#include "scoped_env.h"
 #include "tensor.h"
 
 #if defined(__has_feature)
@@ -367,20 +367,10 @@ TEST(OutOfMemory, AContextThatCannotReadItsEnvironmentSaysSo) {
   } settings[] = {{"avx1024", nullptr, MOEGRAD_STATUS_INVALID_ARGUMENT},
                   {nullptr, "fast", MOEGRAD_STATUS_INVALID_ARGUMENT},
                   {"scalar", "rowvec", MOEGRAD_STATUS_SUCCESS}};
-  const auto saved = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v != nullptr ? std::optional<std::string>(v) : std::nullopt;
-  };
-  const std::optional<std::string> isa_before = saved("MOEGRAD_ISA"), engine_before = saved("MOEGRAD_ENGINE");
-  const auto set = [](const char* name, const char* value) {
-    if (value != nullptr) setenv(name, value, 1);
-    else unsetenv(name);
-  };
   for (const Setting& setting : settings) {
     SCOPED_TRACE(std::string("MOEGRAD_ISA=") + (setting.isa ? setting.isa : "(unset)") +
                  " MOEGRAD_ENGINE=" + (setting.engine ? setting.engine : "(unset)"));
-    set("MOEGRAD_ISA", setting.isa);
-    set("MOEGRAD_ENGINE", setting.engine);
+    const ScopedEnv isa("MOEGRAD_ISA", setting.isa), engine("MOEGRAD_ENGINE", setting.engine);
     moegrad_status st = MOEGRAD_STATUS_OUT_OF_MEMORY;
     for (long n = 0; n < 1000 && st == MOEGRAD_STATUS_OUT_OF_MEMORY; ++n) {
       moegrad_context* ctx = nullptr;
@@ -400,8 +390,6 @@ TEST(OutOfMemory, AContextThatCannotReadItsEnvironmentSaysSo) {
     }
     EXPECT_EQ(st, setting.last) << moegrad_last_error_message();
   }
-  set("MOEGRAD_ISA", isa_before ? isa_before->c_str() : nullptr);
-  set("MOEGRAD_ENGINE", engine_before ? engine_before->c_str() : nullptr);
 }
 
 // A context whose new pool cannot be built, at any point of building it

@@ -1,6 +1,7 @@
 # The hardening kit: gtest-free helpers shared by tests/hardening and fuzz/
 # (included from both; defined once).
-#   moegrad_hardening_kit - exact-size strided tensors, SPEC oracles, the
+#   moegrad_hardening_kit - exact-size strided tensors, SPEC oracles,
+#                           scoped environment variables (scoped_env.h), the
 #                           adversarial runner and the grad-x fuzz case.
 #   moegrad_hardening_npy - the .npy fuzz case over the CLI's own reader
 #                           (cli/npy.h API; its sources built here, never copied).

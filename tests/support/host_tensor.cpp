@@ -56,7 +56,7 @@ uint32_t sentinel_word(DLDataType t) {
 HostTensor::HostTensor(DLDataType dtype, std::vector<int64_t> shape, std::vector<int64_t> strides,
                        uint64_t byte_offset, bool explicit_strides)
     : dtype_(dtype), shape_(std::move(shape)), null_strides_(strides.empty() && !explicit_strides),
-      byte_offset_(byte_offset), sentinel_(sentinel_word(dtype)) {
+      byte_offset_(byte_offset) {
   if (dtype_.bits % 8 != 0 || dtype_.bits == 0) throw std::invalid_argument("HostTensor: bits");
   if (strides.empty()) {
     strides.assign(shape_.size(), 1);
@@ -147,12 +147,14 @@ void HostTensor::set_index(int64_t elem_offset, int64_t value) {
 }
 
 void HostTensor::fill_sentinel() {
-  for (size_t i = 0; i + 4 <= storage_.size(); i += 4) std::memcpy(storage_.data() + i, &sentinel_, 4);
+  const uint32_t word = sentinel_word(dtype_);
+  for (size_t i = 0; i + 4 <= storage_.size(); i += 4) std::memcpy(storage_.data() + i, &word, 4);
 }
 
 bool HostTensor::all_sentinel() const {
+  const uint32_t word = sentinel_word(dtype_);
   for (size_t i = 0; i + 4 <= storage_.size(); i += 4)
-    if (std::memcmp(storage_.data() + i, &sentinel_, 4) != 0) return false;
+    if (std::memcmp(storage_.data() + i, &word, 4) != 0) return false;
   return true;
 }
 
@@ -163,7 +165,8 @@ bool HostTensor::sentinel_outside_view() const {
     const size_t start = byte_offset_ + static_cast<size_t>(offset_of_linear(e)) * eb;
     for (size_t b = 0; b < eb; ++b) in_view[start + b] = true;
   }
-  const auto* sentinel = reinterpret_cast<const std::byte*>(&sentinel_);
+  const uint32_t word = sentinel_word(dtype_);
+  const auto* sentinel = reinterpret_cast<const std::byte*>(&word);
   for (size_t i = 0; i < storage_.size(); ++i)
     if (!in_view[i] && storage_.data()[i] != sentinel[i % 4]) return false;
   return true;

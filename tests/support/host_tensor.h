@@ -112,7 +112,6 @@ class HostTensor {
   bool null_strides_ = true;
   uint64_t byte_offset_ = 0;
   Bytes storage_;
-  uint32_t sentinel_ = kSentinelBits;
 };
 
 // Row-major logical copy of a float32 [rows, cols] tensor.

@@ -3,6 +3,9 @@
 //   build/bin/kernel_bench --benchmark_repetitions=5
 // Counters: FLOP/s for micro-kernels (the console scales it, "195G/s";
 // --benchmark_format=json writes the plain rate), elements/s for packing.
+// Every rate is per second of wall time (UseRealTime), as `moegrad bench`'s
+// FMA loop measures the peak they are set beside; Google Benchmark's
+// default, CPU time, leaves out the time a busy host takes the vCPU away.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -94,12 +97,13 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 }
 
 // One f32 slot of the row-vector engine as zmoe's plan runs it with one
-// thread (an expert's `rows` grad_y rows, a 1036-column block of 74 strips,
-// N 2048 in blocks of kc 256), three ways. whole 1: rowvec_gemm_tile
-// itself (grad_y rows packed into panels, each block's weight strip staged
-// from memory by the kernel calls, the tail kernel the driver picks); the
-// weights of 8 experts (68 MiB) take turns, so they stream from DRAM as
-// zmoe's do. whole 2: the same, but every weight row is the expert's first
+// thread (an expert's `rows` grad_y rows, a column block of 74 strips:
+// 1036 columns on AVX-512 as zmoe's, 444 on AVX2; N 2048 in blocks of kc
+// 256), three ways. whole 1: rowvec_gemm_tile itself (grad_y rows packed
+// into panels, each block's weight strip staged from memory by the kernel
+// calls, the tail kernel the driver picks); the weights of enough experts
+// to pass 64 MiB take turns (8 on AVX-512, 19 on AVX2), more than an L3 of
+// 32 MiB holds, so they stream from DRAM as zmoe's do. whole 2: the same, but every weight row is the expert's first
 // one (a weight stride of 0), so the strips are staged from the caches:
 // against whole 1, what streaming the weights from DRAM costs. whole 0,
 // kernel only: the same kernel calls (the short panel last instead of
@@ -113,13 +117,15 @@ void BM_rowvec_slot(benchmark::State& state) {
   const moegrad::kernels::RowvecKernels& rv = *k->rowvec;
   const size_t rows = static_cast<size_t>(state.range(1));
   const bool whole = state.range(2) != 0, cached = state.range(2) == 2;
-  constexpr size_t kExperts = 8, kN = 2048, kKc = 256;
-  const size_t cols = 74 * rv.strip, ldct = (rows + rv.panel - 1) / rv.panel * rv.panel, panels = ldct / rv.panel;
+  constexpr size_t kN = 2048, kKc = 256, kWeightBytes = size_t{64} << 20;
+  const size_t cols = 74 * rv.strip, expert_bytes = cols * kN * sizeof(float);
+  const size_t experts = (kWeightBytes + expert_bytes - 1) / expert_bytes;
+  const size_t ldct = (rows + rv.panel - 1) / rv.panel * rv.panel, panels = ldct / rv.panel;
   const size_t blocks = kN / kKc, panel_floats = kKc * rv.panel;
-  Buffer gy = make_buffer(kExperts * rows * kN, 0.5f, true), w = make_buffer(kExperts * cols * kN, 0.25f, true);
+  Buffer gy = make_buffer(experts * rows * kN, 0.5f, true), w = make_buffer(experts * cols * kN, 0.25f, true);
   Buffer pan = make_buffer(blocks * panels * panel_floats, 0.5f), strip = make_buffer(2 * rv.strip_floats, 0.25f);
   Buffer ct = make_buffer(cols * ldct, 0.0f);
-  std::vector<int32_t> row_of(kExperts * rows);
+  std::vector<int32_t> row_of(experts * rows);
   for (size_t r = 0; r < row_of.size(); ++r) row_of[r] = static_cast<int32_t>(r);
   for (size_t pc = 0; pc < kN; pc += kKc)
     for (size_t ir = 0; ir < rows; ir += rv.panel)
@@ -133,7 +139,7 @@ void BM_rowvec_slot(benchmark::State& state) {
       const moegrad::driver::GemmOperand b{w.get() + e * cols * kN, cached ? 0 : static_cast<int64_t>(kN), 1};
       moegrad::driver::rowvec_gemm_tile(rv, DType::kF32, kKc, kKc, a, row_of.data() + e * rows, rows, b, 0, cols,
                                         kN, ct.get(), ldct, {pan.get(), strip.get()});
-      e = (e + 1) % kExperts;
+      e = (e + 1) % experts;
     } else {
       for (size_t pc = 0; pc < kN; pc += kKc)
         for (size_t jc = 0; jc < cols; jc += rv.strip)
@@ -163,10 +169,11 @@ void BM_rowvec_slot(benchmark::State& state) {
 // row-vector panels, a kc of 256 at a time as the driver does; pad: floats
 // added to the rows' stride (0: rows 8 KiB apart, so that every row's line
 // of a column falls in one L1 set); experts: how many slots' rows take
-// turns (1: they stay in L2, 8: in the L3, 64: they come from DRAM). On
-// the Zen 4 VM, AVX-512, three runs: from DRAM 2.4-3.1 G floats/s (10-12
-// GB/s, what one core draws there) whatever the stride; resident 6.3-7.8
-// G/s 8 KiB apart and 7.7-10.5 G/s padded. So zmoe's packing (2 % of its
+// turns (1: the same 1.07 MiB again, from an L2 larger than that or else
+// mostly from the L3, as on the Zen VMs' 1 MiB L2; 8: from the L3; 64:
+// from DRAM). On the Zen 4 VM, AVX-512, three runs: from DRAM 2.4-3.1 G
+// floats/s (10-12 GB/s, what one core draws there) whatever the stride;
+// one slot again 6.3-7.8 G/s 8 KiB apart and 7.7-10.5 G/s padded. So zmoe's packing (2 % of its
 // time) waits on DRAM's bandwidth per core, not on the transposes.
 void BM_pack_panel(benchmark::State& state) {
   const GemmKernels* k = table(state.range(0), 0);
@@ -241,7 +248,8 @@ void BM_pack_a(benchmark::State& state) {
   std::vector<float> src32(64 * n, 1.0f);
   const void* src = dtype == DType::kF32 ? static_cast<const void*>(src32.data()) : src16.data();
   std::vector<int32_t> rows(k->mr);
-  for (size_t r = 0; r < k->mr; ++r) rows[r] = static_cast<int32_t>((r * 37) % 64);
+  // Spaced and ascending, as PackAFn requires: a gather, not one block.
+  for (size_t r = 0; r < k->mr; ++r) rows[r] = static_cast<int32_t>(r * 4);
   Buffer out = make_buffer(kc * k->mr, 0.0f);
   for (auto _ : state) {
     k->pack_a[static_cast<int>(dtype)](src, static_cast<int64_t>(n), 1, rows.data(), k->mr, 0, kc, out.get());
@@ -263,7 +271,8 @@ BENCHMARK(BM_ukernel)
     ->Args({MOEGRAD_ISA_SCALAR, 256, 0})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 1});
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1})
+    ->UseRealTime();
 BENCHMARK(BM_rowvec_ukernel)
     ->ArgNames({"isa", "kc", "rows", "fast_bf16", "narrow"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 16, 0, 0})
@@ -283,20 +292,24 @@ BENCHMARK(BM_rowvec_ukernel)
     ->Args({MOEGRAD_ISA_AVX512, 256, 6, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 8, 0, 1})
     ->Args({MOEGRAD_ISA_AVX512, 256, 10, 0, 1})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 12, 0, 1});
+    ->Args({MOEGRAD_ISA_AVX512, 256, 12, 0, 1})
+    ->UseRealTime();
 BENCHMARK(BM_rowvec_slot)
     ->ArgNames({"isa", "rows", "whole"})
     ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {128, 137}, {0, 1, 2}})
-    ->Unit(benchmark::kMillisecond);
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_pack_panel)
     ->ArgNames({"isa", "pad", "experts"})
-    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {0, 16}, {1, 8, 64}});
+    ->ArgsProduct({{MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}, {0, 16}, {1, 8, 64}})
+    ->UseRealTime();
 BENCHMARK(BM_rows_a_ukernel)
     ->ArgNames({"isa", "kc", "fast_bf16"})
     ->Args({MOEGRAD_ISA_AVX2, 256, 0})
     ->Args({MOEGRAD_ISA_AVX512, 256, 0})
-    ->Args({MOEGRAD_ISA_AVX512, 256, 1});
-BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
-BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); });
+    ->Args({MOEGRAD_ISA_AVX512, 256, 1})
+    ->UseRealTime();
+BENCHMARK(BM_pack_b)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); })->UseRealTime();
+BENCHMARK(BM_pack_a)->ArgNames({"isa", "dtype"})->Apply([](auto* b) { isa_args(b, true); })->UseRealTime();
 
 BENCHMARK_MAIN();

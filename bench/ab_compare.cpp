@@ -6,8 +6,11 @@
 // so two `moegrad bench` runs of two builds compare the host's moods as much
 // as the code. Here both builds plan the same problem over the same inputs,
 // and each round calls them back to back, the first of the two alternating
-// from round to round; the median of the rounds' time ratios B/A is what the
-// change is worth, with quartiles to show its spread. The same library given
+// from round to round. A round's ratio B/A carries whatever going first or
+// second costs (up to 3-5 % either way in A/A runs here); the geometric mean
+// of an A-first round's ratio and the next B-first one's cancels it. The
+// median of those pairs' ratios is what the change is worth, with quartiles
+// to show its spread. The same library given
 // twice measures the noise floor of such a ratio (an A/A run).
 //
 // Every speed-up keeps SPEC §5's order, so the two builds' grad_x must match
@@ -57,7 +60,8 @@ const char kHelp[] =
     "Times moegrad_grad_x (or another --op) of two builds of libmoegrad.so (paths to the\n"
     ".so files) in one process: both plan the same problem over the same inputs, each\n"
     "round runs A and B back to back (which goes first alternates), and the median of the\n"
-    "rounds' ratios B/A is reported with its quartiles, min and max, beside each build's\n"
+    "ratios B/A of pairs of rounds (an A-first round and the next B-first one, their\n"
+    "geometric mean) is reported with its quartiles, min and max, beside each build's\n"
     "median time. The two outputs must be bitwise identical (exit status 3 if not; 1 if\n"
     "a call left any of its output unwritten). Give the same library twice for the noise\n"
     "floor (an A/A run).\n"
@@ -78,7 +82,7 @@ const char kHelp[] =
     "  --weight-layout L  kn: weight [G, K, N] contiguous (default); nk: a [G, N, K]\n"
     "                 buffer viewed as [G, K, N] (stacked nn.Linear weights), which\n"
     "                 the row-vector engine does not take\n"
-    "  --rounds R     timed rounds after 2 warm-up rounds (default 21)\n"
+    "  --rounds R     timed rounds after 2 warm-up rounds, made even (default 22)\n"
     "  --op OP        grad-x: moegrad_grad_x (default); forward: moegrad_grouped_matmul,\n"
     "                 y [M, N] = x [M, K] @ weight per expert; weight-grad:\n"
     "                 moegrad_grouped_matmul_weight_grad, grad_weight [G, K, N] = x^T @\n"
@@ -246,7 +250,7 @@ struct Options {
   bool fast_bf16_b = false;  // B only
   bool even_routing = false;
   bool weight_nk = false;  // a [G, N, K] buffer viewed as [G, K, N]
-  int rounds = 21;
+  int rounds = 22;
   Op op = Op::kGradX;
 };
 
@@ -387,9 +391,11 @@ int run(const Options& o) {
     std::printf(o.threads == o.threads_b ? "(one library twice: an A/A run, the noise floor)\n"
                                          : "(one library twice: B/A is the inverse of the speed-up)\n");
 
-  constexpr int kWarmup = 2;
+  constexpr int kWarmup = 2;  // even: timed rounds start with an A-first one
+  const int rounds = o.rounds + o.rounds % 2;
   std::vector<double> ta, tb, ratio;
-  for (int round = 0; round < kWarmup + o.rounds; ++round) {
+  double first_ratio = 0;
+  for (int round = 0; round < kWarmup + rounds; ++round) {
     double ms_a = 0, ms_b = 0;
     if (round % 2 == 0) {
       ms_a = run_a.timed_call();
@@ -401,8 +407,11 @@ int run(const Options& o) {
     if (round < kWarmup) continue;
     ta.push_back(ms_a);
     tb.push_back(ms_b);
-    ratio.push_back(ms_b / ms_a);
-    std::fprintf(stderr, "\rround %d/%d", round - kWarmup + 1, o.rounds);
+    if (round % 2 == 0)
+      first_ratio = ms_b / ms_a;
+    else
+      ratio.push_back(std::sqrt(first_ratio * (ms_b / ms_a)));
+    std::fprintf(stderr, "\rround %d/%d", round - kWarmup + 1, rounds);
   }
   std::fputc('\n', stderr);
   const double gflop = 2.0 * static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) * 1e-9;
@@ -410,9 +419,10 @@ int run(const Options& o) {
   using moegrad::bench::sorted_quantile;
   const double med_a = sorted_quantile(ta, 0.5), med_b = sorted_quantile(tb, 0.5);
   std::printf("A median %.3f ms (%.1f GFLOP/s), B median %.3f ms (%.1f GFLOP/s), %d rounds\n", med_a,
-              gflop / med_a * 1e3, med_b, gflop / med_b * 1e3, o.rounds);
-  std::printf("B/A time: median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n", sorted_quantile(ratio, 0.5),
-              sorted_quantile(ratio, 0.25), sorted_quantile(ratio, 0.75), ratio.front(), ratio.back());
+              gflop / med_a * 1e3, med_b, gflop / med_b * 1e3, rounds);
+  std::printf("B/A time (%zu pairs of rounds): median %.4fx, quartiles %.4fx-%.4fx, min %.4fx, max %.4fx\n",
+              ratio.size(), sorted_quantile(ratio, 0.5), sorted_quantile(ratio, 0.25), sorted_quantile(ratio, 0.75),
+              ratio.front(), ratio.back());
 
   const size_t n = call.out_elements();
   // The outputs start NaN-filled and random inputs in [-1, 1] give no NaN:

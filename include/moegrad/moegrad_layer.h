@@ -29,6 +29,9 @@
  * no output is written, and the executor stays unused.
  *
  * Conventions shared by all four operators:
+ *  - the args structs are copied by planning and need not outlive it; what
+ *    they point to (the tensors, and moe_init_routing's num_rows, written by
+ *    the run) must stay valid until the run finishes;
  *  - tensors are DLPack DLTensor on kDLCPU, any element strides (NULL: compact
  *    row-major); outputs must not overlap themselves (MOEGRAD_STATUS_BAD_LAYOUT),
  *    and no output may share memory with an input or another output
@@ -102,7 +105,7 @@ typedef struct moegrad_moe_init_routing_args {
   int64_t active_num;               /* MOEGRAD_NO_LIMIT or >= 0 */
   int64_t capacity;                 /* MOEGRAD_NO_LIMIT or >= 0 tokens per expert */
   int32_t row_idx_type;             /* moegrad_row_idx_type */
-  int64_t* num_rows;                /* optional output (may be NULL): M */
+  int64_t* num_rows;                /* optional output (may be NULL): M, written by the run */
 } moegrad_moe_init_routing_args;
 
 /* R for the given sizes and limits (validates them like the operator does;

@@ -15,10 +15,14 @@ scatter-add stores is the one canonical NaN (float32 0x7fc00000, np.nan's
 bits; float16 0x7e00; bfloat16 0x7fc0), while moe_init_routing copies
 rows, NaN bits and all. Bad input
 raises moegrad.Error, a ValueError whose message is the library's and whose
-.status names the moegrad_status.
+.status names the moegrad_status. Arguments checked in Python before the
+library is called raise without a .status: a plain ValueError for a value
+out of range (an integer past its limits, an unknown group_list_type or
+dtype name), TypeError for one of the wrong kind; catch ValueError to have
+both kinds of bad values.
 These operators do not record autograd (one given a tensor that requires
-grad, with grad mode on, warns); the PyTorch autograd layer is moegrad.torch
-(imported on demand).
+grad, with grad mode on, warns); the PyTorch autograd layer is the module
+moegrad.torch, which `import moegrad` leaves out: `import moegrad.torch`.
 """
 
 import numpy as np
@@ -252,8 +256,9 @@ def grad_x(grad_y, weight, expanded_row_idx, group_list, batch, top_k, *, row_id
 
     Returns grad_x, float32 [batch, K], in grad_y's framework (numpy or
     torch); a token with no rows gets +0.0. Bad input raises moegrad.Error
-    (a ValueError with .status), or TypeError for an argument of the wrong
-    kind, and writes nothing."""
+    (a ValueError with .status), a plain ValueError for an integer out of
+    range (batch=0) or an unknown group_list_type, or TypeError for an
+    argument of the wrong kind, and writes nothing."""
     grad_y, weight, expanded_row_idx, group_list = (
         _arrays.as_array(a, n) for a, n in ((grad_y, "grad_y"), (weight, "weight"),
                                             (expanded_row_idx, "expanded_row_idx"), (group_list, "group_list")))

@@ -72,8 +72,9 @@ def grad_x_seeds():
                 seeds[f"seed-valid-{n:02d}"] = grad_x_case(rng, fault=None, misuse=None, dtype=dtype, flags=flags,
                                                            layouts=layouts)
                 n += 1
-    # Several reduction (N > 256) and column (K > 256) blocks.
-    seeds["seed-valid-big-n"] = grad_x_case(rng, dims=[3, 1, 2, 245, 10])
+    # Several reduction (N > 256) and column (K > 256) blocks: an N byte of
+    # 255 decodes to N 265, a K byte of 250 to K 260.
+    seeds["seed-valid-big-n"] = grad_x_case(rng, dims=[3, 1, 2, 255, 10])
     seeds["seed-valid-big-k"] = grad_x_case(rng, dims=[2, 1, 3, 5, 250])
     # M = 0 (every slot dropped, no padding rows) and every slot kept.
     seeds["seed-valid-m-zero"] = grad_x_case(rng, flags=0x00, dims=[5, 1, 3, 4, 6], shape_knobs=[0, 0, 0])
@@ -90,8 +91,16 @@ def grad_x_seeds():
         flags = 0x10 | (i & 3) | ((i >> 2) << 2) | (rng.randrange(2) << 3)
         seeds[f"seed-raw-contents-{i}"] = grad_x_case(rng, flags=flags, extra=bytes(rng.getrandbits(8) for _ in range(24)))
     # One per structural fault and per misuse.
+    # Every slot kept (M 8 of batch 4 x top-k 2), so that faults needing
+    # more rows than tokens (m-exceeds-slots) apply; index-too-short (18)
+    # needs row_idx_type 0, index-too-long (19) type 1. FuzzCorpus tests
+    # that each of these files decodes to a fault.
     for f in range(FAULTS):
-        seeds[f"seed-fault-{f + 1:02d}"] = grad_x_case(rng, fault=f, dims=[3, 1, 2, 4, 5])
+        flags = rng.randrange(256) & ~0x10
+        if f + 1 in (18, 19):
+            flags = (flags & ~0x04) | (0x04 if f + 1 == 19 else 0)
+        seeds[f"seed-fault-{f + 1:02d}"] = grad_x_case(rng, fault=f, flags=flags, dims=[3, 1, 2, 4, 5],
+                                                       shape_knobs=[100, 0, 0])
     for m in range(MISUSES):
         seeds[f"seed-misuse-{m + 1}"] = grad_x_case(rng, misuse=m, flags=rng.randrange(256) & ~0x10)
     return seeds

@@ -624,10 +624,15 @@ std::string check_case(Case& c) {
       return "result != float64 reference (exact for small integers): " + d + "; " + what;
   }
   // Again on the scalar path, other threads/workspace/misalignment/poison.
+  // This run has as many threads as its plan was made for: the first runs
+  // on one, so without this no worker's region past the first, and no
+  // hand-out of items among workers, would ever run under the fuzzer (which
+  // then gains coverage from pool threads, in an order that can vary).
   p.grad_x.fill_words(c.gx_poison ^ 0x5A5A5A5Au);
   RunOptions again;
-  again.plan_ctx = shared_context(MOEGRAD_ISA_SCALAR, 1 + c.plan_threads % 3);
-  again.run_ctx = opt.run_ctx;
+  const int32_t again_threads = 1 + c.plan_threads % 3;
+  again.plan_ctx = shared_context(MOEGRAD_ISA_SCALAR, again_threads);
+  again.run_ctx = shared_context(MOEGRAD_ISA_AUTO, again_threads);
   again.misalign = (c.misalign + 17) % 64;
   again.ws_fill = {0x3C, 0xFF, 0x00};
   const RunResult r2 = run_grad_x(&c.args, again);

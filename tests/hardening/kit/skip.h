@@ -1,6 +1,7 @@
 // MGH_FUZZ_SKIP="name,name": switches off the named fault kinds / checks of
 // the fuzz cases, so fuzzing can go on past a reported bug that is still
-// open. The test scripts never set it.
+// open. scripts/test_fuzz.sh unsets it, and the corpus replay
+// (FuzzCorpus.NoCheckIsSwitchedOff) fails while it is set.
 #pragma once
 
 #include <cstdlib>

@@ -5,7 +5,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -118,11 +120,97 @@ std::string check_header(std::string_view text) {
   return "";
 }
 
+// A file as numpy.save writes one, of a dtype the reader supports, decided
+// here without the reader's code: what load must accept, and what it must
+// then report.
+struct CanonicalNpy {
+  moegrad::cli::NpyDtype dtype;
+  bool fortran_order;
+  std::vector<int64_t> shape;
+};
+
+// The magic, version 1.0, 2.0 or 3.0 and its header length; then exactly
+// "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" (one of the
+// five little-endian descrs; shape "()", "(n,)" or "(n, m, ...)" in
+// decimal without leading zeros, at most 8 dimensions each below 2^31),
+// spaces, a newline; then exactly the data the shape needs.
+std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
+  constexpr std::string_view kMagic("\x93NUMPY", 6);
+  if (size < 8 || std::string_view(reinterpret_cast<const char*>(data), 6) != kMagic || data[7] != 0) return {};
+  const int major = data[6];
+  if (major < 1 || major > 3) return {};
+  const size_t prefix = major == 1 ? 10 : 12;
+  if (size < prefix) return {};
+  size_t header_len = data[8] | (size_t{data[9]} << 8);
+  if (major > 1) header_len |= (size_t{data[10]} << 16) | (size_t{data[11]} << 24);
+  if (header_len > 4096 || size - prefix < header_len) return {};  // the reader's limit is 64 KiB
+  std::string_view h(reinterpret_cast<const char*>(data) + prefix, header_len);
+  auto eat = [&h](std::string_view lit) {
+    if (h.substr(0, lit.size()) != lit) return false;
+    h.remove_prefix(lit.size());
+    return true;
+  };
+  CanonicalNpy c{};
+  if (!eat("{'descr': '")) return {};
+  struct Named {
+    std::string_view descr;
+    moegrad::cli::NpyDtype dtype;
+    int bytes;
+  };
+  constexpr Named kDescrs[] = {{"<f4", moegrad::cli::NpyDtype::kF32, 4}, {"<f2", moegrad::cli::NpyDtype::kF16, 2},
+                               {"<u2", moegrad::cli::NpyDtype::kU16, 2}, {"<i8", moegrad::cli::NpyDtype::kI64, 8},
+                               {"<i4", moegrad::cli::NpyDtype::kI32, 4}};
+  int bytes = 0;
+  for (const Named& n : kDescrs) {
+    if (eat(n.descr)) {
+      c.dtype = n.dtype;
+      bytes = n.bytes;
+      break;
+    }
+  }
+  if (bytes == 0 || !eat("', 'fortran_order': ")) return {};
+  if (eat("True")) c.fortran_order = true;
+  else if (!eat("False")) return {};
+  if (!eat(", 'shape': (")) return {};
+  auto is_digit = [&h](size_t i) { return h.size() > i && h[i] >= '0' && h[i] <= '9'; };
+  if (!eat(")")) {
+    for (;;) {
+      if (!is_digit(0) || (h[0] == '0' && is_digit(1))) return {};
+      int64_t d = 0;
+      while (is_digit(0)) {
+        d = d * 10 + (h[0] - '0');
+        if (d >= (int64_t{1} << 31)) return {};
+        h.remove_prefix(1);
+      }
+      c.shape.push_back(d);
+      if (c.shape.size() == 1 ? eat(",)") : eat(")")) break;  // "(n,)", "(n, m)"
+      if (c.shape.size() == 8 || !eat(", ")) return {};
+    }
+  }
+  if (!eat(", }")) return {};
+  while (eat(" ")) {
+  }
+  if (h != "\n") return {};
+  uint64_t count = 1;
+  for (int64_t d : c.shape)
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count)) return {};
+  uint64_t want = 0;
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(bytes), &want) || size - prefix - header_len != want)
+    return {};
+  return c;
+}
+
 std::string check_load(const uint8_t* data, size_t size) {
   MemFile file(data, size);
   if (!file.ok()) return "cannot write the input to a memfd or a temporary file to load it";
+  const std::optional<CanonicalNpy> canonical = canonical_npy(data, size);
   try {
     const NpyArray a = NpyArray::load(file.path());
+    if (canonical) {
+      if (a.dtype() != canonical->dtype || a.fortran_order() != canonical->fortran_order ||
+          !std::equal(a.shape().begin(), a.shape().end(), canonical->shape.begin(), canonical->shape.end()))
+        return "NpyArray::load read a numpy.save file as another dtype, order or shape";
+    }
     const DLTensor& t = a.tensor();
     const int eb = element_bytes(a.dtype());
     if (t.ndim != static_cast<int32_t>(a.shape().size())) return "tensor ndim != header rank";
@@ -150,6 +238,7 @@ std::string check_load(const uint8_t* data, size_t size) {
       }
     }
   } catch (const CliError& e) {
+    if (canonical) return std::string("NpyArray::load refused a file as numpy.save writes it: ") + e.what();
     return one_line(e.what()) ? "" : "NpyArray::load: error message is not one line of ASCII";
   } catch (const std::exception& e) {
     return std::string("NpyArray::load threw a non-CliError: ") + e.what();

@@ -22,6 +22,7 @@
 #include "bench_command.h"
 #include "bench_report.h"
 #include "bench_runner.h"
+#include "interleaved_timing.h"
 #include "cpu_affinity.h"
 #include "run_bench_captured.h"
 #include "runner.h"
@@ -789,6 +790,48 @@ TEST(BenchCommand, AShapeNumberIsNamedWithWhatIsWrongWithIt) {
     EXPECT_EQ(c.status, 2) << shape;
     EXPECT_EQ(c.err, "moegrad: error: bench: --shape " + shape + ": " + message + " (see 'moegrad bench --help')\n");
   }
+}
+
+}  // namespace
+
+namespace {
+
+// A path that took under 20 ms runs once more, untimed, right before each
+// timed run (so a short call is timed with its caches as a loop of calls
+// leaves them, not as 20 ms of idle leaves them); a longer one runs once.
+// The paths report made-up times and count their calls; no clock is read.
+TEST(InterleavedTiming, AShortPathRunsUntimedRightBeforeEachTimedRun) {
+  int short_calls = 0, long_calls = 0;
+  double short_ms = 1.0;
+  moegrad::bench::TimedPath short_path{[] { return true; },
+                                       [&] {
+                                         ++short_calls;
+                                         return short_ms++;  // the timed run is the second of a pair
+                                       },
+                                       [] {},
+                                       {},
+                                       -1.0};
+  moegrad::bench::TimedPath long_path{[] { return true; },
+                                      [&] {
+                                        ++long_calls;
+                                        return 50.0;
+                                      },
+                                      [] {},
+                                      {},
+                                      -1.0};
+  std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path};
+  moegrad::bench::warm_up(paths);
+  EXPECT_EQ(short_calls, 1);  // nothing known of it yet: no untimed run
+  EXPECT_EQ(long_calls, 1);
+  moegrad::bench::time_interleaved(paths, 3);
+  EXPECT_EQ(short_calls, 1 + 2 * 3);
+  EXPECT_EQ(long_calls, 1 + 3);
+  // Timed: the 2nd of each pair, so 3, 5 and 7 ms (1 was the warm-up, 2, 4
+  // and 6 the untimed runs).
+  EXPECT_EQ(short_path.ms.min, 3.0);
+  EXPECT_EQ(short_path.ms.median, 5.0);
+  EXPECT_EQ(short_path.ms.max, 7.0);
+  EXPECT_EQ(long_path.ms.median, 50.0);
 }
 
 }  // namespace

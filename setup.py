@@ -15,6 +15,7 @@ not scripts/run.sh's) for a Python with this interpreter's extension suffix.
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -66,10 +67,12 @@ class CMakeBuild(build_ext):
                                    f"-DPython3_EXECUTABLE={sys.executable}, or leave MOEGRAD_CMAKE_BUILD_DIR unset")
         else:
             build_dir = Path(self.build_temp).resolve() / "cmake"
+            # CMAKE_ARGS (scikit-build's and conda's convention): the caller's
+            # own arguments, after these, so that theirs win.
             self._run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                        "-DMOEGRAD_BUILD_TESTS=OFF", "-DMOEGRAD_BUILD_BENCH=OFF", "-DMOEGRAD_BENCH_ONEDNN=OFF",
                        "-DMOEGRAD_BUILD_PYTHON=ON",
-                       f"-DPython3_EXECUTABLE={sys.executable}"])
+                       f"-DPython3_EXECUTABLE={sys.executable}"] + shlex.split(os.environ.get("CMAKE_ARGS", "")))
         # The CPUs this process may use (taskset, a container's cpuset), not
         # every CPU of the machine.
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

@@ -44,7 +44,19 @@ if [ -n "$build" ]; then
   export MOEGRAD_CMAKE_BUILD_DIR=$build
 else
   unset MOEGRAD_CMAKE_BUILD_DIR  # from scratch, even if the caller's shell sets it
+  # CMAKE_ARGS reaches setup.py's configure step, after its own arguments:
+  # turning the Python package off there leaves no extension to build.
+  rm -rf "$source/build-python"
+  if (cd "$tmp" && CMAKE_ARGS="-DMOEGRAD_BUILD_PYTHON=OFF" "$venv_python" -m pip install --no-build-isolation \
+    --no-deps --no-index "$source") >"$tmp/pip_cmake_args.log" 2>&1; then
+    fail "pip install built the extension with CMAKE_ARGS=-DMOEGRAD_BUILD_PYTHON=OFF: CMAKE_ARGS was not applied"
+  fi
+  grep -q -- "-DPython3_EXECUTABLE=[^ ]* -DMOEGRAD_BUILD_PYTHON=OFF" "$tmp/pip_cmake_args.log" || {
+    cat "$tmp/pip_cmake_args.log" >&2
+    fail "setup.py's configure step did not end with CMAKE_ARGS"
+  }
 fi
+unset CMAKE_ARGS
 # setup.py's build-python/ must not carry a module from an earlier build.
 rm -rf "$source/build-python"
 (cd "$tmp" && "$venv_python" -m pip install --no-build-isolation --no-deps --no-index "$source") \

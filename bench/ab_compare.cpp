@@ -391,7 +391,8 @@ int run(const Options& o) {
     std::printf(o.threads == o.threads_b ? "(one library twice: an A/A run, the noise floor)\n"
                                          : "(one library twice: B/A is the inverse of the speed-up)\n");
 
-  constexpr int kWarmup = 2;  // even: timed rounds start with an A-first one
+  constexpr int kWarmup = 2;
+  static_assert(kWarmup % 2 == 0, "the timed rounds must start with an A-first one, which a pair begins with");
   const int rounds = o.rounds + o.rounds % 2;
   std::vector<double> ta, tb, ratio;
   double first_ratio = 0;

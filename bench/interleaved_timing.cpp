@@ -16,23 +16,27 @@ constexpr std::chrono::milliseconds kSettle{20};
 // moegrad_grad_x calls of 64,2,4,64,32 took 0.009 ms each, one after 20 ms
 // idle 0.031 ms, and 0.039 ms after the idle and a 2 ms busy spin, so it
 // is the caches the idle loses, not the clock; at 12 ms a call the
-// difference was lost in noise. So a path whose previous run was shorter
-// than this runs once more, untimed, right before its timed run, and is
-// timed as a caller calling it in a loop would see it.
+// difference was lost in noise. So a path whose warm-up run was shorter
+// than this runs once more, untimed, right before each timed run, and is
+// timed as a caller calling it in a loop would see it. The warm-up decides
+// for all rounds: a path near 20 ms a call, decided round by round, would
+// mix rounds of both kinds in its median.
 constexpr double kPrimeBelowMs = 20.0;
 
 double settled_run(TimedPath& path) {
   std::this_thread::sleep_for(kSettle);
-  if (path.last_ms >= 0 && path.last_ms < kPrimeBelowMs) path.run();
-  path.last_ms = path.run();
-  return path.last_ms;
+  if (path.primed) path.run();
+  return path.run();
 }
 
 }  // namespace
 
 double warm_up(const std::vector<TimedPath*>& paths) {
   const Clock::time_point t0 = Clock::now();
-  for (TimedPath* p : paths) settled_run(*p);
+  for (TimedPath* p : paths) {
+    p->primed = false;
+    p->primed = settled_run(*p) < kPrimeBelowMs;
+  }
   return ms_since(t0) / 1e3;
 }
 
@@ -61,7 +65,7 @@ std::vector<TimedPath> fma_loop_paths(const std::vector<FmaLoop*>& loops) {
                      },
                      [] {},
                      {},
-                     -1.0});
+                     false});
   }
   return paths;
 }

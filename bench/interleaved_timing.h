@@ -1,6 +1,6 @@
 // How `moegrad bench` times its paths: each run after a short idle (and,
-// for a path whose last run took under 20 ms, right after one untimed run
-// of it), a warm-up round, then rounds that run every path once,
+// for a path whose warm-up run took under 20 ms, right after one untimed
+// run of it), a warm-up round, then rounds that run every path once,
 // interleaved and rotated, so drift in a shared host's speed lands on every
 // path alike.
 // Both the grad-x runner and the layer operators' one use it.
@@ -31,7 +31,7 @@ struct TimedPath {
   std::function<double()> run;
   std::function<void()> release;
   Stats ms;
-  double last_ms = -1.0;  // the previous run's time; < 0 before the first
+  bool primed = false;  // set by warm_up: each timed run follows an untimed one
 };
 
 // Runs each path once, as the warm-up of time_interleaved; returns the

@@ -796,42 +796,42 @@ TEST(BenchCommand, AShapeNumberIsNamedWithWhatIsWrongWithIt) {
 
 namespace {
 
-// A path that took under 20 ms runs once more, untimed, right before each
-// timed run (so a short call is timed with its caches as a loop of calls
-// leaves them, not as 20 ms of idle leaves them); a longer one runs once.
-// The paths report made-up times and count their calls; no clock is read.
+// A path whose warm-up run took under 20 ms runs once more, untimed,
+// right before each timed run (so a short call is timed with its caches as
+// a loop of calls leaves them, not as 20 ms of idle leaves them); a longer
+// one runs once, and so does one that got faster only after its warm-up:
+// the warm-up decides for every round. The paths report made-up times and
+// count their calls; no clock is read.
 TEST(InterleavedTiming, AShortPathRunsUntimedRightBeforeEachTimedRun) {
-  int short_calls = 0, long_calls = 0;
+  int short_calls = 0, long_calls = 0, later_short_calls = 0;
   double short_ms = 1.0;
-  moegrad::bench::TimedPath short_path{[] { return true; },
-                                       [&] {
-                                         ++short_calls;
-                                         return short_ms++;  // the timed run is the second of a pair
-                                       },
-                                       [] {},
-                                       {},
-                                       -1.0};
-  moegrad::bench::TimedPath long_path{[] { return true; },
-                                      [&] {
-                                        ++long_calls;
-                                        return 50.0;
-                                      },
-                                      [] {},
-                                      {},
-                                      -1.0};
-  std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path};
+  auto path = [](std::function<double()> run) {
+    return moegrad::bench::TimedPath{[] { return true; }, std::move(run), [] {}, {}, false};
+  };
+  moegrad::bench::TimedPath short_path = path([&] {
+    ++short_calls;
+    return short_ms++;  // the timed run is the second of a pair
+  });
+  moegrad::bench::TimedPath long_path = path([&] {
+    ++long_calls;
+    return 50.0;
+  });
+  moegrad::bench::TimedPath later_short_path = path([&] { return ++later_short_calls == 1 ? 50.0 : 1.0; });
+  std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path, &later_short_path};
   moegrad::bench::warm_up(paths);
   EXPECT_EQ(short_calls, 1);  // nothing known of it yet: no untimed run
   EXPECT_EQ(long_calls, 1);
   moegrad::bench::time_interleaved(paths, 3);
   EXPECT_EQ(short_calls, 1 + 2 * 3);
   EXPECT_EQ(long_calls, 1 + 3);
+  EXPECT_EQ(later_short_calls, 1 + 3);
   // Timed: the 2nd of each pair, so 3, 5 and 7 ms (1 was the warm-up, 2, 4
   // and 6 the untimed runs).
   EXPECT_EQ(short_path.ms.min, 3.0);
   EXPECT_EQ(short_path.ms.median, 5.0);
   EXPECT_EQ(short_path.ms.max, 7.0);
   EXPECT_EQ(long_path.ms.median, 50.0);
+  EXPECT_EQ(later_short_path.ms.median, 1.0);
 }
 
 }  // namespace

@@ -14,6 +14,11 @@
 #                                 (default: none; the whole suite takes ~1.5 min)
 #   MOEGRAD_TSAN_TESTS            ctest -R regex of the TSan run
 #   MOEGRAD_SANITIZERS            "asan tsan" (default), or one of them
+#   MOEGRAD_TSAN_SUITE_BUILD      a build directory holding the whole test
+#                                 suite, built from this tree (scripts/test.sh
+#                                 passes build/): the TSan run then fails if a
+#                                 test there that matches the regex is not in
+#                                 build-tsan
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
@@ -65,13 +70,19 @@ if [[ " $which " == *" tsan "* ]]; then
   done
   build build-tsan --target "${targets[@]}"
   # A test binary missing from that list would drop its tests from the run
-  # unseen (an unbuilt binary lists no tests). Where build/ holds the whole
-  # suite (scripts/test.sh builds it first), every matching test there that
-  # build-tsan can build (not the bench's, which it leaves out) must be here.
-  if [ -f build/CMakeCache.txt ] && grep -q '^MOEGRAD_BUILD_TESTS:BOOL=ON' build/CMakeCache.txt; then
-    list_tests() { ctest --test-dir "$1" -N -R "$tsan_tests" -LE bench | sed -n 's/^ *Test *#[0-9]*: //p' | sort; }
-    missing=$(comm -23 <(list_tests build) <(list_tests build-tsan))
-    if [ -n "$missing" ]; then
+  # unseen (an unbuilt binary lists no tests). Given a build of the whole,
+  # current suite, every matching test there that build-tsan can build (not
+  # the bench's, which it leaves out) must be here too.
+  if [ -n "${MOEGRAD_TSAN_SUITE_BUILD:-}" ]; then
+    list_tests() {
+      ctest --test-dir "$1" -N -R "$tsan_tests" -LE bench | sed -n 's/^ *Test *#[0-9]*: //p' | LC_ALL=C sort
+    }
+    suite=$(list_tests "$MOEGRAD_TSAN_SUITE_BUILD")
+    missing=$(LC_ALL=C comm -23 <(printf '%s\n' "$suite") <(list_tests build-tsan))
+    if [ -z "$suite" ]; then
+      echo "TSan: $MOEGRAD_TSAN_SUITE_BUILD lists no test matching $tsan_tests: is it built?" >&2
+      status=1
+    elif [ -n "$missing" ]; then
       printf 'TSan: tests matching %s that build-tsan does not build:\n%s\n' "$tsan_tests" "$missing" >&2
       status=1
     fi

@@ -10,7 +10,8 @@ disagree.
 MOEGRAD_CMAKE_BUILD_DIR=DIR builds the target in an existing, already
 configured build directory instead (no second compile of the library); it
 must have been configured with the Python package (scripts/test.sh's build/,
-not scripts/run.sh's) for a Python with this interpreter's extension suffix.
+not one that scripts/run.sh configured first) for a Python with this
+interpreter's extension suffix.
 """
 
 import os
@@ -57,7 +58,7 @@ class CMakeBuild(build_ext):
             build_dir = Path(reuse).resolve()
             if not (build_dir / "CMakeCache.txt").is_file():
                 raise RuntimeError(f"MOEGRAD_CMAKE_BUILD_DIR={reuse} is not a configured CMake build directory")
-            # scripts/run.sh configures its build/ without the extension's
+            # scripts/run.sh configures a fresh build/ without the extension's
             # target; CMake writes a target's directory whatever the generator,
             # but never removes it, so the cache says whether it is still on.
             if (not (build_dir / "python" / "CMakeFiles" / "_moegrad.dir").is_dir()

@@ -11,7 +11,7 @@ weights and sums the expert outputs per token. The experts' input is the
 stem's output, so backward needs its gradient: that is the fused grad-x,
 which reaches the stem's weights. The target is a fixed random teacher of
 the same shape, so the loss goes down: the script exits with 1 unless it
-does, or if a step's grad_x is missing or not finite.
+does, or if a step's grad_x is missing, not finite or all zero.
 
 float16 is not offered: torch 1.13's Adam has no Half kernel on the CPU
 ("addcmul_cpu_out" not implemented for 'Half'). moegrad takes float16

@@ -94,9 +94,11 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
     d += describe_grad_x_input(bytes.data(), bytes.size());
     if (name.rfind("seed-fault-", 0) == 0) {
       ++faults;
+      ASSERT_FALSE(field(d, "fault").empty()) << name << ":" << d;
       EXPECT_NE(field(d, "fault").rfind("none", 0), 0u) << name << ":" << d;
     } else if (name.rfind("seed-misuse-", 0) == 0) {
       ++misuses;
+      ASSERT_FALSE(field(d, "misuse").empty()) << name << ":" << d;
       EXPECT_NE(field(d, "misuse"), "none") << name << ":" << d;
     } else if (name == "seed-valid-big-n") {
       EXPECT_GT(std::stoi(field(d, "N")), 256) << d;

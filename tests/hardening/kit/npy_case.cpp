@@ -120,9 +120,10 @@ std::string check_header(std::string_view text) {
   return "";
 }
 
-// A file as numpy.save writes one, of a dtype the reader supports, decided
-// here without the reader's code: what load must accept, and what it must
-// then report.
+// A file in numpy's own header form (numpy.save writes a subset of these:
+// version 1.0, padded to 64 bytes, fortran_order False below two
+// dimensions), of a dtype the reader supports, decided here without the
+// reader's code: what load must accept, and what it must then report.
 struct CanonicalNpy {
   moegrad::cli::NpyDtype dtype;
   bool fortran_order;
@@ -209,7 +210,7 @@ std::string check_load(const uint8_t* data, size_t size) {
     if (canonical) {
       if (a.dtype() != canonical->dtype || a.fortran_order() != canonical->fortran_order ||
           !std::equal(a.shape().begin(), a.shape().end(), canonical->shape.begin(), canonical->shape.end()))
-        return "NpyArray::load read a numpy.save file as another dtype, order or shape";
+        return "NpyArray::load read a file in numpy's form as another dtype, order or shape";
     }
     const DLTensor& t = a.tensor();
     const int eb = element_bytes(a.dtype());
@@ -238,7 +239,7 @@ std::string check_load(const uint8_t* data, size_t size) {
       }
     }
   } catch (const CliError& e) {
-    if (canonical) return std::string("NpyArray::load refused a file as numpy.save writes it: ") + e.what();
+    if (canonical) return std::string("NpyArray::load refused a file in numpy's form: ") + e.what();
     return one_line(e.what()) ? "" : "NpyArray::load: error message is not one line of ASCII";
   } catch (const std::exception& e) {
     return std::string("NpyArray::load threw a non-CliError: ") + e.what();

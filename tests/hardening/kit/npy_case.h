@@ -3,10 +3,11 @@
 // loaded as a whole file. Checks:
 //  * the only failures are NpyError (header) / CliError (load) with a
 //    message of one line of ASCII; nothing else escapes, nothing crashes;
-//  * a file laid out as numpy.save writes one (magic, version, the header
-//    dictionary in numpy's own form, one of the five supported dtypes,
-//    exactly the data its shape needs), recognised here without the
-//    reader's code, loads, as that dtype, order and shape;
+//  * a file in numpy's form (magic, version 1.0-3.0, the header dictionary
+//    as numpy writes it, any padding, one of the five supported dtypes,
+//    exactly the data its shape needs; every numpy.save file of those
+//    dtypes among them), recognised here without the reader's code, loads,
+//    as that dtype, order and shape;
 //  * a loaded array's DLTensor is consistent: ndim/shape/dtype/strides match
 //    the header, data is element-aligned, and every data byte is readable
 //    (ASan checks the reads) and equals the file's bytes after the header;

@@ -3,10 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <exception>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -156,20 +157,14 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
   struct Named {
     std::string_view descr;
     moegrad::cli::NpyDtype dtype;
-    int bytes;
   };
-  constexpr Named kDescrs[] = {{"<f4", moegrad::cli::NpyDtype::kF32, 4}, {"<f2", moegrad::cli::NpyDtype::kF16, 2},
-                               {"<u2", moegrad::cli::NpyDtype::kU16, 2}, {"<i8", moegrad::cli::NpyDtype::kI64, 8},
-                               {"<i4", moegrad::cli::NpyDtype::kI32, 4}};
-  int bytes = 0;
-  for (const Named& n : kDescrs) {
-    if (eat(n.descr)) {
-      c.dtype = n.dtype;
-      bytes = n.bytes;
-      break;
-    }
-  }
-  if (bytes == 0 || !eat("', 'fortran_order': ")) return {};
+  constexpr Named kDescrs[] = {{"<f4", moegrad::cli::NpyDtype::kF32}, {"<f2", moegrad::cli::NpyDtype::kF16},
+                               {"<u2", moegrad::cli::NpyDtype::kU16}, {"<i8", moegrad::cli::NpyDtype::kI64},
+                               {"<i4", moegrad::cli::NpyDtype::kI32}};
+  const Named* named =
+      std::find_if(std::begin(kDescrs), std::end(kDescrs), [&](const Named& n) { return eat(n.descr); });
+  if (named == std::end(kDescrs) || !eat("', 'fortran_order': ")) return {};
+  c.dtype = named->dtype;
   if (eat("True")) c.fortran_order = true;
   else if (!eat("False")) return {};
   if (!eat(", 'shape': (")) return {};
@@ -196,7 +191,8 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
   for (int64_t d : c.shape)
     if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count)) return {};
   uint64_t want = 0;
-  if (__builtin_mul_overflow(count, static_cast<uint64_t>(bytes), &want) || size - prefix - header_len != want)
+  if (__builtin_mul_overflow(count, static_cast<uint64_t>(element_bytes(c.dtype)), &want) ||
+      size - prefix - header_len != want)
     return {};
   return c;
 }

@@ -12,11 +12,12 @@ namespace {
 // every run starts from the same state.
 constexpr std::chrono::milliseconds kSettle{20};
 
-// The idle costs the run after it a roughly fixed time: back-to-back
-// moegrad_grad_x calls of 64,2,4,64,32 took 0.009 ms each, one after 20 ms
-// idle 0.031 ms, and 0.039 ms after the idle and a 2 ms busy spin, so it
-// is the caches the idle loses, not the clock; at 12 ms a call the
-// difference was lost in noise. So a path whose warm-up run was shorter
+// The idle costs the run after it a roughly fixed time: `moegrad bench
+// --shape 64,2,4,64,32 --dtype f32 --threads 1 --reps 21` read the fused
+// call at 0.032-0.040 ms after the idle alone, 0.038-0.040 ms after the
+// idle and a 2 ms busy spin, and 0.010-0.011 ms right after an untimed
+// run, so it is the caches the idle loses, not the clock; at 12 ms a call
+// the difference was lost in noise (a review's ab_compare). So a path whose warm-up run was shorter
 // than this runs once more, untimed, right before each timed run, and is
 // timed as a caller calling it in a loop would see it. The warm-up decides
 // for all rounds: a path near 20 ms a call, decided round by round, would

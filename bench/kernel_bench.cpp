@@ -103,8 +103,9 @@ void BM_rowvec_ukernel(benchmark::State& state) {
 // into panels, each block's weight strip staged from memory by the kernel
 // calls, the tail kernel the driver picks); the weights of enough experts
 // to pass 64 MiB take turns (8 on AVX-512, 19 on AVX2), more than an L3 of
-// 32 MiB holds, so they stream from DRAM as zmoe's do. whole 2: the same, but every weight row is the expert's first
-// one (a weight stride of 0), so the strips are staged from the caches:
+// 32 MiB holds, so they stream from DRAM as zmoe's do. whole 2: the same,
+// but every weight row is the expert's first one (a weight stride of 0),
+// so the strips are staged from the caches:
 // against whole 1, what streaming the weights from DRAM costs. whole 0,
 // kernel only: the same kernel calls (the short panel last instead of
 // first, on the kernels driver::last_panel_calls picks) over one resident
@@ -173,8 +174,9 @@ void BM_rowvec_slot(benchmark::State& state) {
 // mostly from the L3, as on the Zen VMs' 1 MiB L2; 8: from the L3; 64:
 // from DRAM). On the Zen 4 VM, AVX-512, three runs: from DRAM 2.4-3.1 G
 // floats/s (10-12 GB/s, what one core draws there) whatever the stride;
-// one slot again 6.3-7.8 G/s 8 KiB apart and 7.7-10.5 G/s padded. So zmoe's packing (2 % of its
-// time) waits on DRAM's bandwidth per core, not on the transposes.
+// one slot again 6.3-7.8 G/s 8 KiB apart and 7.7-10.5 G/s padded. So
+// zmoe's packing (2 % of its time) waits on DRAM's bandwidth per core,
+// not on the transposes.
 void BM_pack_panel(benchmark::State& state) {
   const GemmKernels* k = table(state.range(0), 0);
   if (k == nullptr || k->rowvec == nullptr) return state.SkipWithError("ISA not available on this CPU");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The libFuzzer targets (issue #5), built with clang + ASan + UBSan in
 # build-fuzz/, each run for a fixed number of inputs from a fixed seed over
-# its committed corpus (fuzz/corpus/<target>/), about a minute in all. Exits non-zero on any crash, sanitizer report or failed check; the
+# its committed corpus (fuzz/corpus/<target>/), about a minute in all.
+# Exits non-zero on any crash, sanitizer report or failed check; the
 # input that did it is left in build-fuzz/artifacts/ - add it to the corpus
 # (as crash-<what>) together with a GoogleTest case once the bug is fixed.
 #

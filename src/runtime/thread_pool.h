@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -19,7 +20,15 @@ namespace moegrad::runtime {
 class ThreadPool {
  public:
   // num_threads >= 1 counts the calling thread: num_threads - 1 are spawned.
+  // A pool no larger than the CPUs it may use (usable_cpus(), or fits_cpus
+  // given) polls for up to kPollMicros before it sleeps, both a worker
+  // waiting for the next job and the caller waiting for the workers, and a
+  // worker that starts a job on the caller's CPU moves off it (the .cpp
+  // says why). A larger one only sleeps: a poll would take CPU time from
+  // threads with work.
   explicit ThreadPool(int num_threads);
+  ThreadPool(int num_threads, bool fits_cpus);
+  static constexpr int kPollMicros = 100;
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -41,9 +50,15 @@ class ThreadPool {
     void* ctx;
   };
 
-  // Calls job.fn(job.ctx, w) for w in [0, workers) concurrently (w = 0 on the
-  // caller) and returns when all have returned. workers is clamped to
-  // [1, size()]. Concurrent calls are serialised.
+  // Calls job.fn(job.ctx, 0) on the caller and job.fn(job.ctx, w), each on
+  // a thread of its own, for each w in [1, workers) whose thread starts it
+  // before the caller's call has returned; returns when every call made has
+  // returned. workers is clamped to [1, size()]. Concurrent calls are
+  // serialised. So a job must hand out its work as it goes
+  // (parallel_items): a worker that starts late finds nothing left, and one
+  // that does not start leaves nothing undone. Why a late worker is not
+  // waited for: it may be on its way to another CPU (the .cpp), and the
+  // caller, having done the work, would only wait.
   void run(int workers, Job job);
 
   // Same, for any callable f(int worker) declared noexcept; f is borrowed,
@@ -57,16 +72,29 @@ class ThreadPool {
  private:
   void worker_loop(int index);
   void stop_and_join();
+  template <typename Ready>
+  void poll_until(Ready ready) const;
+  bool enter(uint64_t generation);  // a worker's entry into that job, if still open
 
   std::mutex run_mutex_;  // one run at a time
   std::mutex mutex_;
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
   Job job_{};
-  int active_ = 0;          // workers taking part in the current job
-  int pending_ = 0;         // background workers yet to finish it
-  uint64_t generation_ = 0; // bumped per job
-  bool stop_ = false;
+  // Written under mutex_; atomic where a thread reads them without it.
+  int active_ = 0;                       // workers taking part in the current job
+  int caller_cpu_ = -1;                  // the CPU the caller started it on (-1: unknown)
+  std::atomic<uint64_t> generation_{0};  // bumped per job
+  std::atomic<bool> stop_{false};
+  // The current job's entry: its generation's low 32 bits << 32, kClosed
+  // once the caller's share has returned (no worker may enter after that),
+  // and in the low bits the workers that entered it. A worker enters by a
+  // compare-and-swap that fails once the job is closed or replaced.
+  static constexpr uint64_t kClosed = uint64_t{1} << 31;
+  static constexpr uint64_t kEnteredMask = kClosed - 1;
+  std::atomic<uint64_t> entry_{0};
+  std::atomic<int> finished_{0};  // workers that entered the job and returned
+  bool fits_cpus_ = false;
   std::vector<std::thread> threads_;
   // The process that started the workers: its fork generation (a process
   // id may be reused by a descendant), and its id (should forks go

@@ -17,16 +17,24 @@ constexpr std::chrono::milliseconds kSettle{20};
 // call at 0.032-0.040 ms after the idle alone, 0.038-0.040 ms after the
 // idle and a 2 ms busy spin, and 0.010-0.011 ms right after an untimed
 // run, so it is the caches the idle loses, not the clock; at 12 ms a call
-// the difference was lost in noise (a review's ab_compare). So a path whose warm-up run was shorter
-// than this runs once more, untimed, right before each timed run, and is
-// timed as a caller calling it in a loop would see it. The warm-up decides
-// for all rounds: a path near 20 ms a call, decided round by round, would
-// mix rounds of both kinds in its median.
+// the difference was lost in noise (a review's ab_compare). It also costs
+// a multi-thread path its threads' places: after it, a woken thread may be
+// put on the CPU of the thread that woke it (runtime/thread_pool.cpp says
+// when), and a single untimed run is too short for the kernel to move it
+// (512,2,8,512,512, fused, 2 threads, while making this: 2.35 ms after one
+// untimed run, 1.65 ms after 10 ms of them). So a path whose warm-up run
+// was shorter than kPrimeBelowMs runs untimed, back to back, for
+// kPrimeForMs (at least 2 ticks of a 250 Hz kernel) right before each
+// timed run, and is timed as a caller calling it in a loop would see it.
+// The warm-up decides for all rounds: a path near 20 ms a call, decided
+// round by round, would mix rounds of both kinds in its median.
 constexpr double kPrimeBelowMs = 20.0;
+constexpr double kPrimeForMs = 10.0;
 
 double settled_run(TimedPath& path) {
   std::this_thread::sleep_for(kSettle);
-  if (path.primed) path.run();
+  if (path.primed)
+    for (double untimed = 0; untimed < kPrimeForMs;) untimed += path.run();
   return path.run();
 }
 

@@ -1,8 +1,8 @@
 // How `moegrad bench` times its paths: each run after a short idle (and,
-// for a path whose warm-up run took under 20 ms, right after one untimed
-// run of it), a warm-up round, then rounds that run every path once,
-// interleaved and rotated, so drift in a shared host's speed lands on every
-// path alike.
+// for a path whose warm-up run took under 20 ms, right after 10 ms of
+// untimed runs of it, back to back), a warm-up round, then rounds that run
+// every path once, interleaved and rotated, so drift in a shared host's
+// speed lands on every path alike.
 // Both the grad-x runner and the layer operators' one use it.
 #pragma once
 
@@ -31,7 +31,7 @@ struct TimedPath {
   std::function<double()> run;
   std::function<void()> release;
   Stats ms;
-  bool primed = false;  // set by warm_up: each timed run follows an untimed one
+  bool primed = false;  // set by warm_up: each timed run follows 10 ms of untimed ones
 };
 
 // Runs each path once, as the warm-up of time_interleaved; returns the

@@ -796,21 +796,24 @@ TEST(BenchCommand, AShapeNumberIsNamedWithWhatIsWrongWithIt) {
 
 namespace {
 
-// A path whose warm-up run took under 20 ms runs once more, untimed,
-// right before each timed run (so a short call is timed with its caches as
-// a loop of calls leaves them, not as 20 ms of idle leaves them); a longer
-// one runs once, and so does one that got faster only after its warm-up:
-// the warm-up decides for every round. The paths report made-up times and
-// count their calls; no clock is read.
-TEST(InterleavedTiming, AShortPathRunsUntimedRightBeforeEachTimedRun) {
+// A path whose warm-up run took under 20 ms runs untimed, back to back,
+// until those runs add up to 10 ms, right before each timed run (so a short
+// call is timed with its caches and its threads' CPUs as a loop of calls
+// leaves them, not as 20 ms of idle leaves them); a longer one runs once,
+// and so does one that got faster only after its warm-up: the warm-up
+// decides for every round. The paths report made-up times and count their
+// calls; no clock is read.
+TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   int short_calls = 0, long_calls = 0, later_short_calls = 0;
   double short_ms = 1.0;
   auto path = [](std::function<double()> run) {
     return moegrad::bench::TimedPath{[] { return true; }, std::move(run), [] {}, {}, false};
   };
+  // 1, 2, 3, ... ms: after the 1 ms warm-up, the untimed runs of round r
+  // are the first to reach 10 ms together, and the next run is timed.
   moegrad::bench::TimedPath short_path = path([&] {
     ++short_calls;
-    return short_ms++;  // the timed run is the second of a pair
+    return short_ms++;
   });
   moegrad::bench::TimedPath long_path = path([&] {
     ++long_calls;
@@ -822,14 +825,14 @@ TEST(InterleavedTiming, AShortPathRunsUntimedRightBeforeEachTimedRun) {
   EXPECT_EQ(short_calls, 1);  // nothing known of it yet: no untimed run
   EXPECT_EQ(long_calls, 1);
   moegrad::bench::time_interleaved(paths, 3);
-  EXPECT_EQ(short_calls, 1 + 2 * 3);
+  // Round 1: untimed 2+3+4+5 = 14 ms, timed 6. Round 2: untimed 7+8 = 15,
+  // timed 9. Round 3: untimed 10, timed 11.
+  EXPECT_EQ(short_calls, 1 + (4 + 1) + (2 + 1) + (1 + 1));
   EXPECT_EQ(long_calls, 1 + 3);
   EXPECT_EQ(later_short_calls, 1 + 3);
-  // Timed: the 2nd of each pair, so 3, 5 and 7 ms (1 was the warm-up, 2, 4
-  // and 6 the untimed runs).
-  EXPECT_EQ(short_path.ms.min, 3.0);
-  EXPECT_EQ(short_path.ms.median, 5.0);
-  EXPECT_EQ(short_path.ms.max, 7.0);
+  EXPECT_EQ(short_path.ms.min, 6.0);
+  EXPECT_EQ(short_path.ms.median, 9.0);
+  EXPECT_EQ(short_path.ms.max, 11.0);
   EXPECT_EQ(long_path.ms.median, 50.0);
   EXPECT_EQ(later_short_path.ms.median, 1.0);
 }

@@ -23,9 +23,11 @@ constexpr std::chrono::milliseconds kSettle{20};
 // when), and a single untimed run is too short for the kernel to move it
 // (512,2,8,512,512, fused, 2 threads, while making this: 2.35 ms after one
 // untimed run, 1.65 ms after 10 ms of them). So a path whose warm-up run
-// was shorter than kPrimeBelowMs runs untimed, back to back, for
-// kPrimeForMs (at least 2 ticks of a 250 Hz kernel) right before each
-// timed run, and is timed as a caller calling it in a loop would see it.
+// was shorter than kPrimeBelowMs runs untimed, one run after another (with
+// whatever untimed set-up a run has between them), until their times add
+// up to kPrimeForMs (at least 2 ticks of a 250 Hz kernel), right before
+// each timed run, and is timed as a caller calling it in a loop would see
+// it.
 // The warm-up decides for all rounds: a path near 20 ms a call, decided
 // round by round, would mix rounds of both kinds in its median.
 constexpr double kPrimeBelowMs = 20.0;
@@ -42,11 +44,13 @@ double settled_run(TimedPath& path) {
 
 double warm_up(const std::vector<TimedPath*>& paths) {
   const Clock::time_point t0 = Clock::now();
+  double priming_ms = 0;  // what each round adds to the warm-up's runs
   for (TimedPath* p : paths) {
     p->primed = false;
     p->primed = settled_run(*p) < kPrimeBelowMs;
+    if (p->primed) priming_ms += kPrimeForMs;
   }
-  return ms_since(t0) / 1e3;
+  return (ms_since(t0) + priming_ms) / 1e3;
 }
 
 // Rotating the start (not only interleaving) matters: drift in the shared

@@ -1,6 +1,6 @@
 // How `moegrad bench` times its paths: each run after a short idle (and,
-// for a path whose warm-up run took under 20 ms, right after 10 ms of
-// untimed runs of it, back to back), a warm-up round, then rounds that run
+// for a path whose warm-up run took under 20 ms, right after untimed runs
+// of it whose times add up to 10 ms), a warm-up round, then rounds that run
 // every path once, interleaved and rotated, so drift in a shared host's
 // speed lands on every path alike.
 // Both the grad-x runner and the layer operators' one use it.
@@ -35,7 +35,8 @@ struct TimedPath {
 };
 
 // Runs each path once, as the warm-up of time_interleaved; returns the
-// seconds that took (what a round of them takes).
+// seconds that took plus the untimed runs each round will add (what a round
+// of them takes).
 double warm_up(const std::vector<TimedPath*>& paths);
 
 // `reps` rounds, each running every path once, starting one path later each

@@ -49,7 +49,9 @@ inline void cpu_relax() {
 // Moves the calling thread to another CPU of its affinity mask if it runs
 // on `cpu`; leaves the mask as it was. Does nothing where the mask cannot
 // be read or set (more CPUs than cpu_set_t holds, a seccomp filter) or
-// holds no other CPU.
+// holds no other CPU. Not atomic: a mask set on this thread from outside
+// between the two calls (taskset -a -p) is undone, and should the restore
+// fail (a cpuset shrunk between them) the thread keeps the narrower mask.
 void step_off_cpu(int cpu) {
   if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getcpu() != cpu) return;
   cpu_set_t mask;
@@ -132,8 +134,7 @@ bool ThreadPool::enter(uint64_t generation) {
   const uint64_t open = static_cast<uint32_t>(generation) * (uint64_t{1} << 32);
   uint64_t entry = entry_.load(std::memory_order_acquire);
   // Another generation's entry: the caller has closed this job and started
-  // the next (a 32-bit match with a job 2^32 runs later cannot happen, as
-  // this thread would have had to sleep through all of them).
+  // the next (a match with a job 2^32 runs later: see worker_loop).
   while ((entry & ~kEnteredMask) == open) {
     if (entry_.compare_exchange_weak(entry, entry + 1, std::memory_order_acq_rel, std::memory_order_acquire))
       return true;
@@ -158,7 +159,11 @@ void ThreadPool::worker_loop(int index) {
     }
     step_off_cpu(caller_cpu);
     if (!enter(seen)) continue;
-    job.fn(job.ctx, index);
+    // Entered, the job cannot change until this thread finishes; another
+    // generation here means the 32 bits enter() compares wrapped round
+    // while this thread slept (2^32 jobs: stopped in a debugger), and the
+    // job it copied is gone: finish the new one's entry without running.
+    if (generation_.load(std::memory_order_acquire) == seen) job.fn(job.ctx, index);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       finished_.fetch_add(1, std::memory_order_release);

@@ -115,7 +115,7 @@ void ThreadPool::run(int workers, Job job) {
     active_ = workers;
     caller_cpu_ = fits_cpus_ ? sched_getcpu() : -1;
     const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
-    entry_.store(static_cast<uint32_t>(generation) * (uint64_t{1} << 32), std::memory_order_relaxed);
+    entry_.store(open_entry(generation), std::memory_order_relaxed);
     finished_.store(0, std::memory_order_relaxed);
     generation_.store(generation, std::memory_order_release);
   }
@@ -131,7 +131,7 @@ void ThreadPool::run(int workers, Job job) {
 }
 
 bool ThreadPool::enter(uint64_t generation) {
-  const uint64_t open = static_cast<uint32_t>(generation) * (uint64_t{1} << 32);
+  const uint64_t open = open_entry(generation);
   uint64_t entry = entry_.load(std::memory_order_acquire);
   // Another generation's entry: the caller has closed this job and started
   // the next (a match with a job 2^32 runs later: see worker_loop).

@@ -92,6 +92,9 @@ class ThreadPool {
   // compare-and-swap that fails once the job is closed or replaced.
   static constexpr uint64_t kClosed = uint64_t{1} << 31;
   static constexpr uint64_t kEnteredMask = kClosed - 1;
+  static constexpr uint64_t open_entry(uint64_t generation) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(generation)) << 32;
+  }
   std::atomic<uint64_t> entry_{0};
   std::atomic<int> finished_{0};  // workers that entered the job and returned
   bool fits_cpus_ = false;

@@ -6,7 +6,8 @@
 fuzz/corpus/grad_x/: inputs for fuzz_grad_x, laid out as the decoder in
 tests/hardening/kit/grad_x_case.cpp reads them:
 
-  [0] fault (>= 160: structural fault 1 + (b - 160) % 25)
+  [0] fault (>= 160: structural fault 1 + (b - 160) % 25; the 26th,
+      aliasing, is switched on by [18])
   [1] misuse (>= 224: API misuse 1 + (b - 224) % 7, when no fault)
   [2] dtype % 3 (f32, f16, bf16)
   [3] flags: idx int32 | gl int32 | row_idx_type | cumsum | raw contents |
@@ -14,9 +15,13 @@ tests/hardening/kit/grad_x_case.cpp reads them:
   [4..8] batch, top_k, G, N, K     [9..11] keep %, empty %, tail
   [12..16] layouts of grad_y, weight, idx, group_list, grad_x
            (>= 240: raw strides, one byte each follows)
-  [17] pad  [18] pad bytes  [19] isa  [20] plan threads  [21] misalign
-  [22] workspace fill  [23] grad_x poison  [24..31] seed
-  then raw-content edits, then fault parameters.
+  [17] pad  [18] pad bytes (% 4; >= 0xE0 also: the aliasing fault, where
+  no other fault applies)  [19] isa (% 4; >= 0xC0 also: the fast bf16 mode)
+  [20] plan threads  [21] misalign  [22] workspace fill  [23] grad_x poison
+  [24..31] seed
+  then raw-content edits, then fault parameters, then aliasing parameters
+  (the input: the first with elements from b % 5 on, grad_x skipped; how
+  the ranges meet: b % 5).
 
 fuzz/corpus/npy/: .npy files (valid ones of every supported dtype, order,
 version and rank, and malformed ones) for fuzz_npy.
@@ -31,11 +36,13 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAULTS = 25
 MISUSES = 7
+PLACEMENTS = 5  # how grad_x and the input meet in the aliasing fault
+ISA_BYTES = {"auto": 0, "scalar": 1, "avx2": 2, "avx512": 3}
 LAYOUTS = 8  # compact explicit padded reversed swap-inner negative broadcast overlap
 
 
 def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None, shape_knobs=None,
-                layouts=None, extra=b""):
+                layouts=None, extra=b"", pad_bytes=None, isa=None):
     """One input; a layout is an int (0..7) or a list [>= 240, raw strides...]."""
     b = bytearray()
     b.append(160 + fault if fault is not None else rng.randrange(160))
@@ -47,8 +54,10 @@ def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None,
     b.extend(shape_knobs if shape_knobs is not None else [rng.randrange(101), rng.randrange(60), rng.randrange(4)])
     for layout in layouts if layouts is not None else [rng.randrange(LAYOUTS) for _ in range(5)]:
         b.extend(layout if isinstance(layout, list) else [layout])
-    b.extend([rng.randrange(5), rng.randrange(4), rng.randrange(4), rng.randrange(4), rng.randrange(70),
-              rng.randrange(5), rng.randrange(6)])
+    pad = rng.randrange(5)
+    pad_bytes = pad_bytes if pad_bytes is not None else rng.randrange(4)
+    isa = isa if isa is not None else rng.randrange(4)
+    b.extend([pad, pad_bytes, isa, rng.randrange(4), rng.randrange(70), rng.randrange(5), rng.randrange(6)])
     b.extend(struct.pack("<Q", rng.getrandbits(64)))
     b.extend(extra)
     b.extend(rng.getrandbits(8) for _ in range(8))  # parameters for whatever reads next
@@ -103,6 +112,30 @@ def grad_x_seeds():
                                                        shape_knobs=[100, 0, 0])
     for m in range(MISUSES):
         seeds[f"seed-misuse-{m + 1}"] = grad_x_case(rng, misuse=m, flags=rng.randrange(256) & ~0x10)
+    # The fast bf16 mode on each ISA byte (avx2 is refused, as is avx512 on a
+    # CPU without AVX512_BF16), bf16 mostly, and f32, which ignores it. Raw
+    # value bits (denormals, infinities, NaNs, any exponent), where its order
+    # shows in the result: small integers, and bf16's uniform values, sum
+    # exactly in any order. Most slots kept and a valid grad_x layout, so that
+    # most of them compute. FuzzCorpus tests that these decode to fast_bf16=1.
+    n = 0
+    for dtype in (2, 2, 0):
+        for isa in ISA_BYTES.values():
+            flags = (rng.randrange(256) & ~0x70) | (3 << 5)
+            seeds[f"seed-fast-bf16-{n:02d}"] = grad_x_case(
+                rng, fault=None, misuse=None, dtype=dtype, flags=flags, isa=0xC0 | isa,
+                shape_knobs=[rng.randrange(60, 101), rng.randrange(30), rng.randrange(4)],
+                layouts=[rng.randrange(7) for _ in range(4)] + [rng.randrange(5)])
+            n += 1
+    # grad_x and an input sharing bytes, each placement on each input, with
+    # random layouts (reversed and broadcast inputs put an end of the range
+    # away from element 0), some in the fast bf16 mode (the fault is still
+    # the status). FuzzCorpus tests that these decode to the fault.
+    for placement in range(PLACEMENTS):
+        for tensor in range(4):
+            seeds[f"seed-aliasing-{placement}{tensor}"] = grad_x_case(
+                rng, fault=None, misuse=None, flags=rng.randrange(256) & ~0x10, pad_bytes=0xE0 | rng.randrange(4),
+                isa=rng.randrange(4) | rng.choice([0, 0xC0]), extra=bytes([tensor, placement]))
     return seeds
 
 

@@ -73,8 +73,10 @@ TEST(FuzzCorpus, SeedCorporaArePresent) {
 
 // The seeds reach what fuzz/make_seed_corpus.py made them for: a
 // seed-fault-* file decodes to a fault (one whose preconditions its shape
-// misses decodes to none), a seed-misuse-* file to a misuse, and the
-// big-n / big-k seeds to more than one block of 256.
+// misses decodes to none), a seed-misuse-* file to a misuse, a
+// seed-aliasing-* file to the aliasing fault, a seed-fast-bf16-* file to the
+// fast bf16 mode and no fault, and the big-n / big-k seeds to more than one
+// block of 256.
 TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
   // The value of " key=" in a description, up to the next space.
   auto field = [](const std::string& described, const std::string& key) {
@@ -86,7 +88,7 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
     const size_t from = at + tag.size();
     return described.substr(from, described.find(' ', from) - from);
   };
-  int faults = 0, misuses = 0;
+  int faults = 0, misuses = 0, aliasing = 0, fast_bf16 = 0;
   for (const std::string& file : corpus_files("grad_x")) {
     const std::string name = fs::path(file).filename().string();
     const auto bytes = read_bytes(file);
@@ -100,6 +102,13 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
       ++misuses;
       ASSERT_FALSE(field(d, "misuse").empty()) << name << ":" << d;
       EXPECT_NE(field(d, "misuse"), "none") << name << ":" << d;
+    } else if (name.rfind("seed-aliasing-", 0) == 0) {
+      ++aliasing;
+      EXPECT_EQ(field(d, "fault").rfind("aliasing(", 0), 0u) << name << ":" << d;
+    } else if (name.rfind("seed-fast-bf16-", 0) == 0) {
+      ++fast_bf16;
+      EXPECT_EQ(field(d, "fast_bf16"), "1") << name << ":" << d;
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
     } else if (name == "seed-valid-big-n") {
       EXPECT_GT(std::stoi(field(d, "N")), 256) << d;
     } else if (name == "seed-valid-big-k") {
@@ -108,6 +117,8 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
   }
   EXPECT_EQ(faults, 25);
   EXPECT_EQ(misuses, 7);
+  EXPECT_EQ(aliasing, 20);
+  EXPECT_EQ(fast_bf16, 12);
 }
 
 // Inputs of every length up to 64 made of one repeated byte: short and

@@ -43,7 +43,8 @@ class Bytes {
 
 // Structural faults: each breaks exactly one SPEC §4 constraint of an
 // otherwise valid call (statuses that another broken constraint also
-// explains are listed as acceptable).
+// explains are listed as acceptable), or, kAliasing, the rule that grad_x
+// shares no byte with an input (README, "Errors").
 enum class Fault : uint8_t {
   kNone,
   kRank,
@@ -71,8 +72,12 @@ enum class Fault : uint8_t {
   kNegativeDim,
   kMisalignedData,
   kByteOffsetWrap,
+  kAliasing,  // from the pad-bytes byte's top bits (decode_aliasing), not the fault byte
   kCount
 };
+// The kinds the fault byte picks from: the ones before kAliasing, so that the
+// committed corpus decodes as it did before kAliasing was added.
+constexpr int kFaultByteKinds = static_cast<int>(Fault::kAliasing) - 1;
 
 const char* fault_name(Fault f) {
   static const char* const names[] = {"none", "rank", "dtype", "dtype-mismatch", "lanes", "device", "n-mismatch",
@@ -80,7 +85,7 @@ const char* fault_name(Fault f) {
                                       "row-idx-type", "group-list-type", "slots-overflow", "dim-too-large",
                                       "stride-overflow", "m-exceeds-slots", "index-too-short", "index-too-long",
                                       "null-tensor", "null-shape", "null-data", "negative-dim", "misaligned-data",
-                                      "byte-offset-wrap"};
+                                      "byte-offset-wrap", "aliasing"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(Fault::kCount));
   return names[static_cast<size_t>(f)];
 }
@@ -118,7 +123,9 @@ struct Case {
   size_t misalign = 0;
   std::vector<uint8_t> ws_fill;
   uint32_t gx_poison = 0;
-  std::string notes;
+  bool fast_bf16 = false;            // plan on a context in the fast bf16 mode
+  bool aliasing = false;             // make the kAliasing fault if no other applies
+  const char* alias_placement = "";  // kAliasing: how the two ranges meet
 };
 
 const char* const kTensorNames[5] = {"grad_y", "weight", "expanded_row_idx", "group_list", "grad_x"};
@@ -166,7 +173,7 @@ Layout pick_layout(Bytes& in, bool output, std::vector<int64_t>* strides, size_t
 void decode_spec(Bytes& in, Case& c) {
   ProblemSpec& s = c.spec;
   const uint8_t fault = in.u8();
-  if (fault >= 160) c.fault = static_cast<Fault>(1 + (fault - 160) % (static_cast<int>(Fault::kCount) - 1));
+  if (fault >= 160) c.fault = static_cast<Fault>(1 + (fault - 160) % kFaultByteKinds);
   const uint8_t misuse = in.u8();
   if (misuse >= 224 && c.fault == Fault::kNone)
     c.misuse = static_cast<Misuse>(1 + (misuse - 224) % (static_cast<int>(Misuse::kCount) - 1));
@@ -203,9 +210,16 @@ void decode_spec(Bytes& in, Case& c) {
   s.gl_layout = pick_layout(in, false, &s.gl_strides, 1);
   s.gx_layout = pick_layout(in, true, &s.gx_strides, 2);
   s.pad = in.u8() % 5;
-  s.pad_bytes = (in.u8() % 4) * 8;
+  // Two bytes whose low bits pick a value carry a switch in their top bits,
+  // so that the seeds written before the switches (top bits clear) decode
+  // as they did.
+  const uint8_t pad_bytes = in.u8();
+  s.pad_bytes = (pad_bytes % 4) * 8;
+  c.aliasing = pad_bytes >= 0xE0;
   const moegrad_isa isas[] = {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512};
-  c.isa = isas[in.u8() % 4];
+  const uint8_t isa = in.u8();
+  c.isa = isas[isa % 4];
+  c.fast_bf16 = isa >= 0xC0;
   if (!moegrad_isa_available(c.isa)) c.isa = MOEGRAD_ISA_AUTO;
   c.plan_threads = 1 + in.u8() % 4;
   c.misalign = in.u8() % 70;
@@ -238,6 +252,12 @@ void apply_raw_contents(Bytes& in, Case& c) {
   }
 }
 
+bool view_has_elements(const TensorView& v) {
+  for (int d = 0; d < v.t.ndim; ++d)
+    if (v.shape[d] == 0) return false;
+  return true;
+}
+
 // Picks the tensor (0..4) a fault applies to, among those where `ok` holds.
 template <typename Pred>
 int pick_tensor(Bytes& in, Pred ok) {
@@ -258,13 +278,10 @@ bool apply_fault(Bytes& in, Case& c) {
   const int64_t M = p.M, N = c.spec.N, K = c.spec.K, G = c.spec.G, B = c.spec.batch, T = c.spec.top_k;
   const int64_t slots = B * T;
   auto expect = [&](std::initializer_list<moegrad_status> s) { c.fault_statuses.assign(s); };
-  auto has_elements = [&](int i) {
-    for (int d = 0; d < v[i].t.ndim; ++d)
-      if (v[i].shape[d] == 0) return false;
-    return true;
-  };
+  auto has_elements = [&](int i) { return view_has_elements(v[i]); };
   switch (c.fault) {
     case Fault::kNone:
+    case Fault::kAliasing:  // never from the fault byte: decode_aliasing sets it later
     case Fault::kCount:
       return true;
     case Fault::kRank: {
@@ -484,6 +501,76 @@ bool apply_fault(Bytes& in, Case& c) {
   return false;
 }
 
+// First and last byte of a view's elements (a view with elements).
+struct ByteRange {
+  uintptr_t lo, hi;
+};
+ByteRange byte_range(const TensorView& v) {
+  const auto elem = static_cast<intptr_t>((v.t.dtype.bits + 7) / 8);
+  intptr_t lo = 0, hi = 0;  // element offsets from element 0
+  for (int d = 0; d < v.t.ndim; ++d) {
+    const intptr_t step = static_cast<intptr_t>((v.shape[d] - 1) * v.strides[d]);
+    (step < 0 ? lo : hi) += step;
+  }
+  const uintptr_t first = reinterpret_cast<uintptr_t>(v.t.data) + v.t.byte_offset;
+  return {first + static_cast<uintptr_t>(lo * elem), first + static_cast<uintptr_t>(hi * elem + elem - 1)};
+}
+
+// Moves a view (data = its element 0, byte_offset 0) so that its first byte
+// is at `lo`, which must be aligned for its elements.
+void move_first_byte_to(TensorView& v, uintptr_t lo) {
+  const ByteRange r = byte_range(v);
+  const uintptr_t element0 = reinterpret_cast<uintptr_t>(v.t.data) + v.t.byte_offset;
+  v.t.data = reinterpret_cast<void*>(lo + (element0 - r.lo));
+  v.t.byte_offset = 0;
+}
+
+uintptr_t align_down(uintptr_t p, uintptr_t a) { return p - p % a; }
+
+// The aliasing fault: grad_x is moved onto an input, or an input onto
+// grad_x, so that their address ranges share at least one byte, the
+// alignment of both kept and every other constraint still met. Each
+// placement puts an end of one range on an end of the other, so a range the
+// library computed one element short, or from element 0 where strides
+// reverse it, would let the call through. The pointers may point outside
+// any allocation: a library that accepted the call would read or write
+// there, which ASan reports.
+void decode_aliasing(Bytes& in, Case& c) {
+  if (!c.aliasing || c.fault != Fault::kNone || fuzz_skip(fault_name(Fault::kAliasing))) return;
+  // An input with elements (the weight always has some).
+  const int t = pick_tensor(in, [&](int i) { return i != 4 && view_has_elements(c.view[i]); });
+  TensorView& gx = c.view[4];
+  TensorView& input = c.view[t];
+  const ByteRange g = byte_range(gx), r = byte_range(input);
+  const uintptr_t g_bytes = g.hi - g.lo + 1, r_bytes = r.hi - r.lo + 1;  // multiples of the element sizes
+  const uintptr_t r_elem = static_cast<uintptr_t>(input.t.dtype.bits / 8);
+  switch (in.u8() % 5) {
+    case 0:  // grad_x starts in the input's first 4 bytes
+      move_first_byte_to(gx, align_down(r.lo, 4));
+      c.alias_placement = "grad_x-first-on-input-first";
+      break;
+    case 1:  // grad_x's last element holds the input's first byte
+      move_first_byte_to(gx, align_down(r.lo, 4) + 4 - g_bytes);
+      c.alias_placement = "grad_x-last-on-input-first";
+      break;
+    case 2:  // grad_x's first element holds the input's last byte
+      move_first_byte_to(gx, align_down(r.hi, 4));
+      c.alias_placement = "grad_x-first-on-input-last";
+      break;
+    case 3:  // the input's first element holds grad_x's first byte
+      move_first_byte_to(input, align_down(g.lo, r_elem));
+      c.alias_placement = "input-first-on-grad_x-first";
+      break;
+    default:  // the input's last element holds grad_x's last byte
+      move_first_byte_to(input, align_down(g.hi, r_elem) + r_elem - r_bytes);
+      c.alias_placement = "input-last-on-grad_x-last";
+      break;
+  }
+  c.fault = Fault::kAliasing;
+  c.fault_detail = t;
+  c.fault_statuses = {MOEGRAD_STATUS_ALIASING};
+}
+
 void decode(const uint8_t* data, size_t size, Case& c) {
   Bytes in(data, size);
   decode_spec(in, c);
@@ -501,6 +588,7 @@ void decode(const uint8_t* data, size_t size, Case& c) {
   c.args.grad_x = &c.view[4].t;
   c.args_ptr = &c.args;
   if (!apply_fault(in, c)) c.fault = Fault::kNone;
+  decode_aliasing(in, c);
   c.problem->grad_x.fill_words(c.gx_poison);
 }
 
@@ -510,11 +598,15 @@ std::string describe_case(const Case& c) {
   if (c.fault != Fault::kNone) {
     s += '(';
     s += std::to_string(c.fault_detail);
+    if (c.fault == Fault::kAliasing) {
+      s += ' ';
+      s += c.alias_placement;
+    }
     s += ')';
   }
   s += std::string(" misuse=") + misuse_name(c.misuse) + " raw_contents=" + (c.raw_contents ? "1" : "0") +
        " isa=" + moegrad_isa_name(c.isa) + " plan_threads=" + std::to_string(c.plan_threads) +
-       " misalign=" + std::to_string(c.misalign);
+       " misalign=" + std::to_string(c.misalign) + " fast_bf16=" + (c.fast_bf16 ? "1" : "0");
   return s;
 }
 
@@ -528,10 +620,31 @@ std::string statuses_string(const std::vector<moegrad_status>& v) {
   return s.empty() ? "MOEGRAD_STATUS_SUCCESS" : s;
 }
 
+// This CPU has AVX512_BF16 (and the AVX-512 subsets the library's check
+// asks for with it), read from the compiler's CPUID model, not the library.
+bool cpu_has_avx512bf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bf16");
+}
+
+// moegrad.h, moegrad_context_set_fast_bf16: a bf16 problem planned in the
+// fast mode needs the context's ISA to be scalar (the emulation) or avx512
+// on a CPU with AVX512_BF16. f32 and f16 problems ignore the mode.
+bool fast_bf16_refused(const Case& c, const moegrad_context* plan_ctx) {
+  if (!c.fast_bf16 || !same_dtype(c.spec.dtype, kBF16)) return false;
+  moegrad_isa isa = MOEGRAD_ISA_AUTO;
+  if (moegrad_context_get_isa(plan_ctx, &isa) != MOEGRAD_STATUS_SUCCESS) return true;
+  if (isa == MOEGRAD_ISA_SCALAR) return false;
+  return !(isa == MOEGRAD_ISA_AVX512 && cpu_has_avx512bf16());
+}
+
 // The statuses a correct implementation may return for this case, in the
 // order the SPEC's phases imply: NULL out-pointers, then the structural
-// fault or grad_x layout (planning), then run-time misuse, then contents.
-std::vector<moegrad_status> expected_statuses(const Case& c, bool* may_succeed) {
+// fault or grad_x layout (planning), then a fast bf16 mode the plan's ISA
+// cannot run (planning, once the dtype it depends on is valid), then
+// run-time misuse, then contents.
+std::vector<moegrad_status> expected_statuses(const Case& c, bool fast_refused, bool* may_succeed) {
   *may_succeed = false;
   if (c.misuse == Misuse::kNullArgs || c.misuse == Misuse::kNullSizeOut || c.misuse == Misuse::kNullExecutorOut)
     return {misuse_status(c.misuse)};
@@ -542,6 +655,7 @@ std::vector<moegrad_status> expected_statuses(const Case& c, bool* may_succeed) 
     return out;
   }
   if (!layout_valid) return {MOEGRAD_STATUS_BAD_LAYOUT};
+  if (fast_refused) return {MOEGRAD_STATUS_ISA_UNAVAILABLE};
   std::vector<moegrad_status> out;
   if (c.misuse != Misuse::kNone && c.misuse != Misuse::kRunTwice) {
     out = {misuse_status(c.misuse)};
@@ -585,7 +699,7 @@ std::string check_case(Case& c) {
   for (int i = 0; i < 5; ++i) before[i] = t[i]->snapshot();
 
   RunOptions opt;
-  opt.plan_ctx = shared_context(c.isa, c.plan_threads);
+  opt.plan_ctx = shared_context(c.isa, c.plan_threads, c.fast_bf16);
   opt.run_ctx = shared_context(MOEGRAD_ISA_AUTO, 1);  // one thread: a deterministic schedule for the fuzzer
   opt.misalign = c.misalign;
   opt.ws_fill = c.ws_fill;
@@ -593,7 +707,8 @@ std::string check_case(Case& c) {
   const RunResult r = run_grad_x(c.args_ptr, opt);
 
   bool may_succeed = false;
-  const std::vector<moegrad_status> expected = expected_statuses(c, &may_succeed);
+  const std::vector<moegrad_status> expected =
+      expected_statuses(c, fast_bf16_refused(c, opt.plan_ctx), &may_succeed);
   const bool success_ok = may_succeed || contains(expected, MOEGRAD_STATUS_SUCCESS);
   const std::string what = describe_case(c) + ": got " + r.describe();
 
@@ -617,13 +732,18 @@ std::string check_case(Case& c) {
   if (std::string u = check_untouched(c, before, false); !u.empty()) return u + ": " + what;
   const std::vector<float> got = read_grad_x(p.grad_x.dl());
   const int64_t K = c.spec.K;
-  if (std::string d = compare_bits(got, reference_contract(c.args), K); !d.empty())
-    return "result != SPEC §5 f32 order: " + d + "; " + what;
+  const bool pairs = c.fast_bf16 && same_dtype(c.spec.dtype, kBF16);
+  if (std::string d = compare_bits(got, pairs ? reference_fast_bf16(c.args) : reference_contract(c.args), K);
+      !d.empty())
+    return (pairs ? "result != the fast bf16 mode's pair order: " : "result != SPEC §5 f32 order: ") + d + "; " +
+           what;
   if (c.spec.values == Values::kSmallInt) {
     if (std::string d = compare_bits(got, to_float(reference_f64(c.args)), K); !d.empty())
       return "result != float64 reference (exact for small integers): " + d + "; " + what;
   }
-  // Again on the scalar path, other threads/workspace/misalignment/poison.
+  // Again on the scalar path (in the fast bf16 mode: its emulation, which
+  // the hardware path must match bit for bit), other threads, workspace,
+  // misalignment and poison.
   // This run has as many threads as its plan was made for: the first runs
   // on one, so without this no worker's region past the first, and no
   // hand-out of items among workers, would ever run under the fuzzer (which
@@ -631,7 +751,7 @@ std::string check_case(Case& c) {
   p.grad_x.fill_words(c.gx_poison ^ 0x5A5A5A5Au);
   RunOptions again;
   const int32_t again_threads = 1 + c.plan_threads % 3;
-  again.plan_ctx = shared_context(MOEGRAD_ISA_SCALAR, again_threads);
+  again.plan_ctx = shared_context(MOEGRAD_ISA_SCALAR, again_threads, c.fast_bf16);
   again.run_ctx = shared_context(MOEGRAD_ISA_AUTO, again_threads);
   again.misalign = (c.misalign + 17) % 64;
   again.ws_fill = {0x3C, 0xFF, 0x00};
@@ -647,7 +767,8 @@ std::string check_case(Case& c) {
 void prepare_grad_x_contexts() {
   for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     if (!moegrad_isa_available(isa)) continue;
-    for (int32_t threads = 1; threads <= 4; ++threads) shared_context(isa, threads);
+    for (int32_t threads = 1; threads <= 4; ++threads)
+      for (bool fast_bf16 : {false, true}) shared_context(isa, threads, fast_bf16);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // pool threads reach their wait
 }

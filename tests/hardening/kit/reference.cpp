@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "tensor.h"
+// The pair order as the gtest suites write it out (header-only, no gtest).
+#include "../../support/fast_bf16_chain.h"
 
 namespace mgh {
 namespace {
@@ -166,10 +168,14 @@ Widened widen(const moegrad_grad_x_args& a) {
   return x;
 }
 
+// The order of each row's sum over n.
+enum class Chain { kFma, kFastBf16Pairs };
+
 // SPEC §5's order with accumulator type T: c = chain over n from +0 (an f32
-// fma per step for float, exact products and sums for small integers in
-// double), then out[b, k] = ((0 + c_i1) + c_i2) + ... over ascending rows.
-template <typename T>
+// fma per step for float, or the fast bf16 mode's pairs; exact products and
+// sums for small integers in double), then out[b, k] = ((0 + c_i1) + c_i2) +
+// ... over ascending rows.
+template <typename T, Chain chain = Chain::kFma>
 std::vector<T> reference_in(const moegrad_grad_x_args& a) {
   const Widened x = widen(a);
   const std::vector<int64_t> owner = owner_of_rows(a), expert = expert_of_rows(a);
@@ -180,9 +186,15 @@ std::vector<T> reference_in(const moegrad_grad_x_args& a) {
     for (int64_t k = 0; k < x.K; ++k) {
       const double* w = &x.w[static_cast<size_t>((expert[i] * x.K + k) * x.N)];
       T c = T(0);
-      for (int64_t n = 0; n < x.N; ++n) {
-        if constexpr (std::is_same_v<T, float>) c = std::fma(static_cast<float>(gy[n]), static_cast<float>(w[n]), c);
-        else c += gy[n] * w[n];
+      if constexpr (chain == Chain::kFastBf16Pairs) {
+        static_assert(std::is_same_v<T, float>);
+        c = mgt::fast_bf16_chain(
+            x.N, [&](int64_t n) { return static_cast<float>(gy[n]); }, [&](int64_t n) { return static_cast<float>(w[n]); });
+      } else {
+        for (int64_t n = 0; n < x.N; ++n) {
+          if constexpr (std::is_same_v<T, float>) c = std::fma(static_cast<float>(gy[n]), static_cast<float>(w[n]), c);
+          else c += gy[n] * w[n];
+        }
       }
       out[static_cast<size_t>(owner[i] * x.K + k)] += c;
     }
@@ -190,17 +202,21 @@ std::vector<T> reference_in(const moegrad_grad_x_args& a) {
   return out;
 }
 
-}  // namespace
-
-// Then every NaN as the canonical NaN, 0x7fc00000 (README, "NaN").
-std::vector<float> reference_contract(const moegrad_grad_x_args& a) {
-  std::vector<float> out = reference_in<float>(a);
+// Every NaN as the canonical NaN, 0x7fc00000 (README, "NaN").
+std::vector<float> canonical_nans(std::vector<float> out) {
   for (float& v : out)
     if (std::isnan(v)) {
       const uint32_t canonical = 0x7fc00000u;
       std::memcpy(&v, &canonical, sizeof v);
     }
   return out;
+}
+
+}  // namespace
+
+std::vector<float> reference_contract(const moegrad_grad_x_args& a) { return canonical_nans(reference_in<float>(a)); }
+std::vector<float> reference_fast_bf16(const moegrad_grad_x_args& a) {
+  return canonical_nans(reference_in<float, Chain::kFastBf16Pairs>(a));
 }
 std::vector<double> reference_f64(const moegrad_grad_x_args& a) { return reference_in<double>(a); }
 

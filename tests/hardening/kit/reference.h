@@ -5,6 +5,8 @@
 //  * reference_contract: SPEC §5's f32 order (fma chain over n from +0.0f,
 //    then ((0 + c_i1) + c_i2) + ... over ascending rows), every NaN then the
 //    canonical 0x7fc00000 (README, "NaN") - the exact bits;
+//  * reference_fast_bf16: the fast bf16 mode's pair order (README, "Fast
+//    bf16 mode") in place of the fma chain over n, the rest as above;
 //  * reference_f64: the same sums in float64 (exact for small integers).
 #pragma once
 
@@ -34,6 +36,7 @@ std::vector<int64_t> expert_of_rows(const moegrad_grad_x_args& a);
 
 // Row-major [batch, K].
 std::vector<float> reference_contract(const moegrad_grad_x_args& a);
+std::vector<float> reference_fast_bf16(const moegrad_grad_x_args& a);
 std::vector<double> reference_f64(const moegrad_grad_x_args& a);
 std::vector<float> to_float(const std::vector<double>& v);
 

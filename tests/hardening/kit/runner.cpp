@@ -6,15 +6,16 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <utility>
+#include <tuple>
 
 namespace mgh {
 
-moegrad::Context make_context(moegrad_isa isa, int32_t threads) {
+moegrad::Context make_context(moegrad_isa isa, int32_t threads, bool fast_bf16) {
   try {
     moegrad::Context ctx;
     ctx.set_isa(isa);
     ctx.set_num_threads(threads);
+    ctx.set_fast_bf16(fast_bf16);
     return ctx;
   } catch (const moegrad::Error& e) {
     std::fprintf(stderr, "mgh: context (isa %s, %d threads) refused: %s\n", moegrad_isa_name(isa), threads, e.what());
@@ -22,12 +23,14 @@ moegrad::Context make_context(moegrad_isa isa, int32_t threads) {
   }
 }
 
-const moegrad_context* shared_context(moegrad_isa isa, int32_t threads) {
+const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16) {
   static std::mutex mutex;
-  static auto* cache = new std::map<std::pair<int, int32_t>, moegrad::Context>;  // never destroyed: used at exit
+  using Key = std::tuple<int, int32_t, bool>;
+  static auto* cache = new std::map<Key, moegrad::Context>;  // never destroyed: used at exit
   std::lock_guard<std::mutex> lock(mutex);
-  auto it = cache->find({static_cast<int>(isa), threads});
-  if (it == cache->end()) it = cache->emplace(std::make_pair(static_cast<int>(isa), threads), make_context(isa, threads)).first;
+  const Key key{static_cast<int>(isa), threads, fast_bf16};
+  auto it = cache->find(key);
+  if (it == cache->end()) it = cache->emplace(key, make_context(isa, threads, fast_bf16)).first;
   return it->second.get();
 }
 

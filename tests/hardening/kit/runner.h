@@ -19,12 +19,14 @@ namespace mgh {
 using ExecutorPtr = std::unique_ptr<moegrad_executor, decltype(&moegrad_executor_destroy)>;
 inline ExecutorPtr own(moegrad_executor* ex) { return ExecutorPtr(ex, moegrad_executor_destroy); }
 
-// A new context (AUTO: the best ISA; threads 0: default), through the public
-// C++ layer. Aborts with the library's message if it is refused: callers
-// check moegrad_isa_available.
-moegrad::Context make_context(moegrad_isa isa, int32_t threads);
-// The same, created once per (isa, threads) and kept until exit (thread-safe).
-const moegrad_context* shared_context(moegrad_isa isa, int32_t threads);
+// A new context (AUTO: the best ISA; threads 0: default; fast_bf16: the
+// opt-in pair mode, which planning may refuse), through the public C++
+// layer. Aborts with the library's message if it is refused: callers check
+// moegrad_isa_available.
+moegrad::Context make_context(moegrad_isa isa, int32_t threads, bool fast_bf16 = false);
+// The same, created once per (isa, threads, mode) and kept until exit
+// (thread-safe).
+const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16 = false);
 // The ISAs this CPU runs, SCALAR first.
 std::vector<moegrad_isa> available_isas();
 

@@ -1,10 +1,10 @@
 // The row-vector engine's scatter-add: its tile holds grad_x columns as rows
 // (Ct[j][r]), so 16 rows x 16 columns at a time are transposed in registers
 // and each grad_y row's 16 values are added into its token's grad_x row.
-#include <immintrin.h>
 
 #include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/canonical_nan__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
 

@@ -1,10 +1,10 @@
 // The packed engine's scatter-add steps, a grad_x row span at a time
 // (kernels/gemm_kernels.h: AddRowFn). Every stored NaN is the canonical one
 // (common/canonical_nan.h): these stores are the sums' last.
-#include <immintrin.h>
 
 #include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/canonical_nan__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 
 namespace moegrad::kernels::avx512 {

@@ -4,11 +4,10 @@
 // each translation unit (possibly with extra -m flags) has its own copy.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstddef>
 
 #include "kernels/avx512/canonical_nan__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {

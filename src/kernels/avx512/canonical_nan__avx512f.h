@@ -2,9 +2,8 @@
 // the canonical NaN. Internal linkage, like CTile (c_tile__avx512f.h).
 #pragma once
 
-#include <immintrin.h>
-
 #include "common/canonical_nan.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {

@@ -6,9 +6,9 @@
 // (c_tile__avx512f.h).
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstddef>
+
+#include "kernels/avx512/intrinsics__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 namespace {

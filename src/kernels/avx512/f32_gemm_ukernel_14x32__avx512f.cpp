@@ -1,6 +1,6 @@
-#include <immintrin.h>
 
 #include "kernels/avx512/c_tile__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"

@@ -1,5 +1,5 @@
-#include <immintrin.h>
 
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 

@@ -3,10 +3,10 @@
 // go through 16x16 register transposes; a weight whose K is contiguous (a
 // [G, N, K] buffer viewed transposed) is a straight copy; anything else takes
 // the strided element loop. All give the same values, hence the same bits.
-#include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
 

@@ -1,10 +1,10 @@
 // Operands of the row-vector engine: grad_y rows transposed into [kc][32]
 // panels (16x16 register transposes, widened on the way) and weight rows
 // copied, not transposed, into a [14][kStripLd] strip.
-#include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"
 

@@ -2,11 +2,10 @@
 // (kernels/prefetchers.inc) for the AVX-512 kernels.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/gemm_kernels.h"
 
 namespace moegrad::kernels::avx512 {

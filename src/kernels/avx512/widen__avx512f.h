@@ -3,11 +3,10 @@
 // routines (and of the copied-rows kernel's weight read in place). Only for AVX-512F translation units (namespace avx512).
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
 
 #include "common/dtype.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 
 namespace moegrad::kernels::avx512 {
 // Internal linkage: each translation unit that includes this (possibly with

@@ -2,11 +2,11 @@
 // lane per instruction, twice the f32 FMA rate. Its order (pair element 2m+1,
 // then 2m, denormals flushed) is defined by scalar/bf16_pairs__scalar.cpp,
 // which the tests hold this kernel to bit for bit.
-#include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/avx512/c_tile__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"

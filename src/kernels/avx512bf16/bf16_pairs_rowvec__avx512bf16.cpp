@@ -4,11 +4,11 @@
 // fixes their order (element 2m+1, then 2m), so this gives the packed pair
 // kernel's bits (checked against the scalar emulation by the tests) while
 // copying weight rows instead of transposing them.
-#include <immintrin.h>
 
 #include <cstdint>
 
 #include "kernels/avx512/ct_tile__avx512f.h"
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/prefetch__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"
 #include "kernels/avx512/widen__avx512f.h"

@@ -3,11 +3,10 @@
 // them). Only for translation units compiled with -mavx512bf16.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/gemm_kernels.h"
 
 namespace moegrad::kernels::avx512bf16 {

@@ -27,9 +27,8 @@ constexpr std::chrono::milliseconds kSettle{20};
 // whatever untimed set-up a run has between them), until their times add
 // up to kPrimeForMs (at least 2 ticks of a 250 Hz kernel), right before
 // each timed run, and is timed as a caller calling it in a loop would see
-// it.
-// The warm-up decides for all rounds: a path near 20 ms a call, decided
-// round by round, would mix rounds of both kinds in its median.
+// it. The warm-up decides for all rounds: a path near 20 ms a call,
+// decided round by round, would mix rounds of both kinds in its median.
 constexpr double kPrimeBelowMs = 20.0;
 constexpr double kPrimeForMs = 10.0;
 

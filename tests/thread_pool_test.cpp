@@ -69,31 +69,31 @@ TEST(ThreadPool, EachRunCallsTheCallerOnceAndEachOfItsWorkersAtMostOnce) {
 // was never woken would leave the others waiting until the deadline.
 TEST(ThreadPool, AllWorkersOfARunRunAtOnceOnThreadsOfTheirOwn) {
   for (const bool polls : {false, true}) {
-  ThreadPool pool(kMaxSize, polls);
-  for (const int workers : {kMaxSize, 2, 1, 3, kMaxSize, 2}) {
-    std::atomic<int> arrived{0};
-    std::atomic<bool> all_met{true};
-    std::mutex m;
-    std::set<std::thread::id> threads;
-    auto job = [&](int) noexcept {
-      {
-        const std::lock_guard<std::mutex> lock(m);
-        threads.insert(std::this_thread::get_id());
-      }
-      arrived.fetch_add(1);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (arrived.load() < workers) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          all_met = false;
-          return;
+    ThreadPool pool(kMaxSize, polls);
+    for (const int workers : {kMaxSize, 2, 1, 3, kMaxSize, 2}) {
+      std::atomic<int> arrived{0};
+      std::atomic<bool> all_met{true};
+      std::mutex m;
+      std::set<std::thread::id> threads;
+      auto job = [&](int) noexcept {
+        {
+          const std::lock_guard<std::mutex> lock(m);
+          threads.insert(std::this_thread::get_id());
         }
-        std::this_thread::yield();
-      }
-    };
-    pool.run(workers, job);
-    EXPECT_TRUE(all_met.load()) << workers << " workers did not all run at once";
-    EXPECT_EQ(threads.size(), static_cast<size_t>(workers));
-  }
+        arrived.fetch_add(1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (arrived.load() < workers) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            all_met = false;
+            return;
+          }
+          std::this_thread::yield();
+        }
+      };
+      pool.run(workers, job);
+      EXPECT_TRUE(all_met.load()) << workers << " workers did not all run at once";
+      EXPECT_EQ(threads.size(), static_cast<size_t>(workers));
+    }
   }
 }
 
@@ -165,11 +165,7 @@ TEST(ThreadPool, AWorkerOnTheCallersCpuMovesOffItAndKeepsItsMask) {
         wait_for(moved);  // so that the worker enters this run
         return;
       }
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      sched_setaffinity(0, sizeof one, &one);
-      sched_setaffinity(0, sizeof all, &all);
+      { const PinnedTo there(cpu); }  // moves it onto the CPU, then gives it its mask back
       moved = true;
     };
     pool.run(2, move_onto_callers_cpu);

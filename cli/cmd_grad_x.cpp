@@ -68,7 +68,8 @@ constexpr char kHelp[] =
     "NaNs included (each is stored as 0x7fc00000); with --fast-bf16, for any --threads.\n"
     "Exit status: 0 success, 1 bad input data or library error, 2 usage error;\n"
     "on error one 'moegrad: error:' line on stderr, no new output file, and an\n"
-    "existing DX.npy left as it was.\n";
+    "existing DX.npy left as it was; only a write that fails while it rewrites\n"
+    "a file in place (above) can leave part of the result there.\n";
 
 constexpr FlagSpec kFlags[] = {
     {"--grad-y", true}, {"--weight", true},  {"--row-idx", true},      {"--group-list", true},

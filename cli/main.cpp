@@ -52,7 +52,8 @@ void print_help() {
       "input, a library error, a failed check); 2 usage error (unknown command or\n"
       "flag, missing flag, malformed or out-of-range value). Every error prints one\n"
       "line on stderr starting 'moegrad: error:'; grad-x then writes no output\n"
-      "(nor temp file), and an existing output file is left as it was.\n");
+      "(nor temp file), and an existing output file is left as it was; only a\n"
+      "write that fails while it rewrites a file in place can leave part of one.\n");
 }
 
 // Messages must stay on one line: callers parse stderr line by line.
@@ -79,9 +80,11 @@ const Command& find_command(std::string_view name) {
 int dispatch(int argc, char** argv) {
   if (argc < 2) usage_error("no command given (see 'moegrad --help')");
   const std::string_view name(argv[1]);
-  if (name == "--help" || name == "-h" || name == "help") {
-    // "help help" asks about help itself: the general help says what it is.
-    if (argc == 2 || (argc == 3 && std::string_view(argv[2]) == "help")) {
+  auto is_help = [](std::string_view a) { return a == "--help" || a == "-h" || a == "help"; };
+  if (is_help(name)) {
+    // "help help" (or "help --help") asks about help itself: the general help
+    // says what it is.
+    if (argc == 2 || (argc == 3 && is_help(argv[2]))) {
       print_help();
       return kExitOk;
     }

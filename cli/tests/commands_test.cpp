@@ -58,10 +58,14 @@ TEST_F(CliTest, HelpNamingACommandIsThatCommandsHelp) {
   }
   expect_error({"help", "frobnicate"}, 2, "unknown command 'frobnicate'");
   expect_error({"help", "run", "bench"}, 2, "help takes one command");
-  // The usage line offers `help [command]`; help about help is the general help.
-  const RunResult help_help = run_moegrad({"help", "help"});
-  EXPECT_EQ(help_help.exit_code, 0) << help_help.err;
-  EXPECT_EQ(help_help.out, run_moegrad({"--help"}).out);
+  // The usage line offers `help [command]`; help about help, however it is
+  // asked for, is the general help.
+  const std::string general = run_moegrad({"--help"}).out;
+  for (const char* how : {"help", "--help", "-h"}) {
+    const RunResult help_help = run_moegrad({"help", how});
+    EXPECT_EQ(help_help.exit_code, 0) << how << ": " << help_help.err;
+    EXPECT_EQ(help_help.out, general) << how;
+  }
 }
 
 // oneDNN's verbose mode prints to stdout, from inside the timed calls: bench

@@ -25,6 +25,8 @@ grad, with grad mode on, warns); the PyTorch autograd layer is the module
 moegrad.torch, which `import moegrad` leaves out: `import moegrad.torch`.
 """
 
+import threading
+
 import numpy as np
 
 from . import _arrays
@@ -40,6 +42,9 @@ __all__ = [
 ]
 
 _default_context = None
+# Made once: a thread's first call and another's set_num_threads() must not
+# each make one, the last to assign it losing the other's thread count.
+_default_context_lock = threading.Lock()
 
 
 def _context_from_state(state):
@@ -51,10 +56,11 @@ def set_num_threads(num_threads):
     """Threads for calls without an explicit context (0: the library default,
     MOEGRAD_NUM_THREADS or the number of CPUs the calling thread may use)."""
     global _default_context
-    if _default_context is None:
-        _default_context = Context(num_threads)
-    else:
-        _default_context.num_threads = num_threads
+    with _default_context_lock:
+        if _default_context is None:
+            _default_context = Context(num_threads)
+        else:
+            _default_context.num_threads = num_threads
 
 
 def get_num_threads():
@@ -108,9 +114,13 @@ def _package_context():
     environment then (MOEGRAD_NUM_THREADS, MOEGRAD_ISA), and kept, so that
     get_num_threads() reports what the calls use."""
     global _default_context
-    if _default_context is None:
-        _default_context = Context()
-    return _default_context
+    context = _default_context
+    if context is None:
+        with _default_context_lock:
+            if _default_context is None:
+                _default_context = Context()
+            context = _default_context
+    return context
 
 
 def _batch_top_k(batch, top_k, row_idx_type):

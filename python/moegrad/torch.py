@@ -136,7 +136,10 @@ def _anchor(x):
 def moe_combine(y, expanded_row_idx, batch, top_k, routing_weights=None):
     """Pure-PyTorch un-permute: out[b] = sum_j w[b, j] * y[row of (b, j)], with
     expanded_row_idx from moe_experts (expanded -> original). routing_weights:
-    [batch, top_k] or None (all ones). Differentiable in y and the weights."""
+    [batch, top_k] or None (all ones). Differentiable in y and the weights.
+    The index may be int32 (moe_init_routing's index_dtype="int32"): torch
+    indexes with int64 only."""
+    expanded_row_idx = expanded_row_idx.long()
     token = expanded_row_idx // top_k
     rows = y
     if routing_weights is not None:

@@ -71,6 +71,13 @@ int32_t thread_count(const py::handle value) {
   throw py::error_already_set();
 }
 
+// A flag by the package's one rule (moegrad/_arrays.py, boolean): True or
+// False, numpy's, a one-element bool array or tensor, 0 or 1; not any value
+// Python would take as true (None, 0.5, the string "False").
+bool flag(const char* name, const py::handle value) {
+  return py::module_::import("moegrad._arrays").attr("boolean")(name, value).cast<bool>();
+}
+
 // A context owned by Python; None stands for the library's default context.
 class Context {
  public:
@@ -263,8 +270,8 @@ PYBIND11_MODULE(_moegrad, m) {
   });
 
   py::class_<Context>(m, "Context", "Thread count, instruction-set path and bf16 mode of moegrad runs.")
-      .def(py::init([](const py::object& num_threads, const std::string& isa, bool fast_bf16) {
-             return Context(thread_count(num_threads), isa, fast_bf16);
+      .def(py::init([](const py::object& num_threads, const std::string& isa, const py::object& fast_bf16) {
+             return Context(thread_count(num_threads), isa, flag("fast_bf16", fast_bf16));
            }),
            py::arg("num_threads") = 0, py::arg("isa") = "auto",
            py::arg("fast_bf16") = false,
@@ -272,7 +279,8 @@ PYBIND11_MODULE(_moegrad, m) {
            "fast_bf16=True runs bf16 inputs with AVX512_BF16 pair products (README: Fast bf16 mode).")
       .def_property("num_threads", &Context::num_threads, &Context::set_num_threads_from)
       .def_property("isa", &Context::isa, &Context::set_isa)
-      .def_property("fast_bf16", &Context::fast_bf16, &Context::set_fast_bf16)
+      .def_property("fast_bf16", &Context::fast_bf16,
+                    [](Context& c, const py::object& v) { c.set_fast_bf16(flag("fast_bf16", v)); })
       .def(py::pickle([](const Context& c) { return c.state(); },
                       [](const py::tuple& t) { return Context::from_state(t); }))
       // Protocols 2 and up (copy, deepcopy, torch.save) go through the state

@@ -355,6 +355,23 @@ def test_a_context_is_copied_and_pickled_with_its_settings():
                                                                       moegrad.Context().isa, False)
 
 
+# fast_bf16 follows the rule of every flag of the package (accumulate's):
+# True or False, numpy's, 0 or 1; not whatever Python takes as true.
+def test_fast_bf16_takes_a_flag_not_any_truthy_value():
+    for value, want in ((True, True), (np.bool_(True), True), (1, True), (False, False), (0, False)):
+        assert moegrad.Context(fast_bf16=value).fast_bf16 is want
+        ctx = moegrad.Context(fast_bf16=not want)
+        ctx.fast_bf16 = value
+        assert ctx.fast_bf16 is want
+    for bad in (None, 0.5, 2, "False", [True]):
+        with pytest.raises(TypeError, match="fast_bf16 must be True or False"):
+            moegrad.Context(fast_bf16=bad)
+        ctx = moegrad.Context(fast_bf16=True)
+        with pytest.raises(TypeError, match="fast_bf16 must be True or False"):
+            ctx.fast_bf16 = bad
+        assert ctx.fast_bf16 is True
+
+
 def test_fast_bf16_is_a_context_setting():
     """The fast mode's vdpbf16ps order flushes denormal inputs (README, Fast
     bf16 mode); the exact mode keeps them: the smallest bf16 denormal times

@@ -200,15 +200,19 @@ def test_an_export_that_fails_is_refused_with_its_own_words():
     assert info.value.status == "MOEGRAD_STATUS_BAD_LAYOUT"
 
 
-def test_moe_combine_matches_a_loop():
+# The index as moe_experts returns it (int64) and as moe_init_routing's
+# index_dtype="int32" does, with and without routing weights.
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+def test_moe_combine_matches_a_loop(index_dtype):
     y = torch.randn(6, 3)
-    idx = torch.tensor([0, 3, 1, 5, 2, 4])  # positions p = b*top_k + j, top_k = 2
+    idx = torch.tensor([0, 3, 1, 5, 2, 4], dtype=index_dtype)  # positions p = b*top_k + j, top_k = 2
     weights = torch.rand(3, 2)
-    out = mgt.moe_combine(y, idx, 3, 2, weights)
-    want = torch.zeros(3, 3)
-    for i, p in enumerate(idx.tolist()):
-        want[p // 2] += weights[p // 2, p % 2] * y[i]
-    assert torch.allclose(out, want)
+    for w in (weights, None):
+        out = mgt.moe_combine(y, idx, 3, 2, w)
+        want = torch.zeros(3, 3)
+        for i, p in enumerate(idx.tolist()):
+            want[p // 2] += (1.0 if w is None else w[p // 2, p % 2]) * y[i]
+        assert torch.allclose(out, want)
 
 
 @pytest.mark.parametrize("case", ["dtype mismatch", "expert out of range", "K mismatch", "float64", "idx 1-D",

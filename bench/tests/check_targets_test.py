@@ -276,6 +276,17 @@ class CheckTargets(unittest.TestCase):
                          ("n/a", None))
         self.assertEqual(status, 3)
 
+    def test_a_row_without_a_time_still_has_its_workspace_checked(self):
+        # A path whose grad_x failed the bench's check has null times but its
+        # workspace: 10^12 bytes against zmoe's cap of 4259840 is a miss, and
+        # the row's speed targets cannot be shown.
+        status, stdout, _ = run([row("zmoe", "f32", "exact", 1, "fused", workspace=10**12)])
+        got = verdicts(stdout)
+        self.assertEqual(got[("workspace", "zmoe f32 t=1 workspace/(8*L + 4 MiB)")][0], "MISS")
+        self.assertEqual(got[("peak", "zmoe f32 t=1")], ("n/a", None))
+        self.assertEqual(got[("vs-onednn", "zmoe f32 t=1")], ("n/a", None))
+        self.assertEqual(status, 1)
+
     def test_unreadable_file(self):
         p = subprocess.run([sys.executable, SCRIPT, "/nonexistent/run.json"], capture_output=True, text=True,
                            timeout=60)

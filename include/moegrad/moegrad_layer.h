@@ -29,9 +29,10 @@
  * no output is written, and the executor stays unused.
  *
  * Conventions shared by all four operators:
- *  - the args structs are copied by planning and need not outlive it; what
- *    they point to (the tensors, and moe_init_routing's num_rows, written by
- *    the run) must stay valid until the run finishes;
+ *  - the args structs, and the DLTensor structs with their shape and
+ *    strides arrays, are copied by planning and need not outlive it; the
+ *    memory they point to (the tensors' data, and moe_init_routing's
+ *    num_rows, written by the run) must stay valid until the run finishes;
  *  - tensors are DLPack DLTensor on kDLCPU, any element strides (NULL: compact
  *    row-major); outputs must not overlap themselves (MOEGRAD_STATUS_BAD_LAYOUT),
  *    and no output may share memory with an input or another output

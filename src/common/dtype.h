@@ -69,7 +69,7 @@ inline uint16_t f32_to_f16(float f) {
   uint32_t h;
   if (x > 0x7f800000u) {
     h = 0x7e00u | ((x >> 13) & 0x3ffu);
-  } else if (x >= 0x47800000u) {  // >= 65520 rounds to infinity
+  } else if (x >= 0x47800000u) {  // >= 65536 (2^16); [65520, 65536) carries into infinity below
     h = 0x7c00u;
   } else if (x < 0x38800000u) {  // below 2^-14: subnormal or zero
     // Adding 0.5f puts the f16 subnormal ulp (2^-24) at the f32 ulp of 0.5,

@@ -9,6 +9,10 @@
 #include <gtest/gtest.h>
 #include <moegrad/moegrad.h>
 
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
 namespace {
 
 TEST(Unload, TheSharedLibraryStaysLoadedAfterDlclose) {
@@ -22,6 +26,26 @@ TEST(Unload, TheSharedLibraryStaysLoadedAfterDlclose) {
   void* again = dlopen(MOEGRAD_SHARED_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
   EXPECT_NE(again, nullptr) << "unmapped by dlclose";
   if (again != nullptr) dlclose(again);
+}
+
+// The same for a plugin of a user's that links libmoegrad.a through
+// moegrad::moegrad_static (tests/unload_plugin.c): the archive's code is
+// the plugin's, and so are the default context's two sleeping workers, so
+// the target links the plugin -z nodelete too. Without that the plugin is
+// unmapped, and the process crashes once a worker wakes.
+TEST(Unload, APluginLinkingTheArchiveStaysLoadedAfterDlclose) {
+  ASSERT_EQ(setenv("MOEGRAD_NUM_THREADS", "2", 1), 0);  // workers, on any machine
+  void* plugin = dlopen(MOEGRAD_UNLOAD_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(plugin, nullptr) << dlerror();
+  using Run = int (*)();
+  auto* run = reinterpret_cast<Run>(dlsym(plugin, "unload_plugin_run"));
+  ASSERT_NE(run, nullptr) << dlerror();
+  EXPECT_EQ(run(), 0) << "the plugin's grad-x call failed or computed wrong values";
+  ASSERT_EQ(dlclose(plugin), 0) << dlerror();
+  void* again = dlopen(MOEGRAD_UNLOAD_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(again, nullptr) << "unmapped by dlclose";
+  if (again != nullptr) dlclose(again);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // workers that wake find their code
 }
 
 }  // namespace

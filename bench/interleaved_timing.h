@@ -1,8 +1,9 @@
 // How `moegrad bench` times its paths: each run after a short idle (and,
-// for a path whose warm-up run took under 20 ms, right after untimed runs
-// of it whose times add up to 10 ms), a warm-up round, then rounds that run
-// every path once, interleaved and rotated, so drift in a shared host's
-// speed lands on every path alike.
+// for a path whose warm-up took under 20 ms, right after untimed runs of it
+// whose times add up to 10 ms), a warm-up round (a path between 20 and 100
+// ms warms up twice, and the faster run counts: a first run also touches
+// new buffers), then rounds that run every path once, interleaved and
+// rotated, so drift in a shared host's speed lands on every path alike.
 // Both the grad-x runner and the layer operators' one use it.
 #pragma once
 
@@ -34,9 +35,9 @@ struct TimedPath {
   bool primed = false;  // set by warm_up: each timed run follows 10 ms of untimed ones
 };
 
-// Runs each path once, as the warm-up of time_interleaved; returns the
-// seconds that took plus the untimed runs each round will add (what a round
-// of them takes).
+// Runs each path once (twice between 20 and 100 ms), as the warm-up of
+// time_interleaved; returns the seconds that took plus the untimed runs
+// each round will add (what a round of them takes).
 double warm_up(const std::vector<TimedPath*>& paths);
 
 // `reps` rounds, each running every path once, starting one path later each

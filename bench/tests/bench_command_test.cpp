@@ -799,12 +799,13 @@ namespace {
 // A path whose warm-up run took under 20 ms runs untimed, back to back,
 // until those runs add up to 10 ms, right before each timed run (so a short
 // call is timed with its caches and its threads' CPUs as a loop of calls
-// leaves them, not as 20 ms of idle leaves them); a longer one runs once,
-// and so does one that got faster only after its warm-up: the warm-up
-// decides for every round. The paths report made-up times and count their
-// calls; no clock is read.
+// leaves them, not as 20 ms of idle leaves them); a longer one runs once.
+// A warm-up run of 20 to 100 ms is followed by a second, and the faster
+// decides (a first run also touches new buffers); past 100 ms, and after
+// the warm-up, nothing changes the decision. The paths report made-up
+// times and count their calls; no clock is read.
 TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
-  int short_calls = 0, long_calls = 0, later_short_calls = 0;
+  int short_calls = 0, long_calls = 0, later_short_calls = 0, slow_first_calls = 0, much_later_calls = 0;
   double short_ms = 1.0;
   auto path = [](std::function<double()> run) {
     return moegrad::bench::TimedPath{[] { return true; }, std::move(run), [] {}, {}, false};
@@ -819,22 +820,36 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
     ++long_calls;
     return 50.0;
   });
-  moegrad::bench::TimedPath later_short_path = path([&] { return ++later_short_calls == 1 ? 50.0 : 1.0; });
-  std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path, &later_short_path};
+  // 150 ms, then 1 ms: past the second look, so never primed.
+  moegrad::bench::TimedPath later_short_path = path([&] { return ++later_short_calls == 1 ? 150.0 : 1.0; });
+  // 50 ms (its buffers' first touch), then 4 ms a call: primed after the
+  // second look. Its untimed runs: 4+4+4 = 12 ms before each timed one.
+  moegrad::bench::TimedPath slow_first_path = path([&] { return ++slow_first_calls == 1 ? 50.0 : 4.0; });
+  // 50, 50, then 1 ms: the warm-up's two runs decide, not what comes later.
+  moegrad::bench::TimedPath much_later_path = path([&] { return ++much_later_calls <= 2 ? 50.0 : 1.0; });
+  std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path, &later_short_path, &slow_first_path,
+                                                &much_later_path};
   moegrad::bench::warm_up(paths);
   EXPECT_EQ(short_calls, 1);  // nothing known of it yet: no untimed run
-  EXPECT_EQ(long_calls, 1);
+  EXPECT_EQ(long_calls, 2);   // 50 ms: a second look, also 50
+  EXPECT_EQ(later_short_calls, 1);
+  EXPECT_EQ(slow_first_calls, 2);
+  EXPECT_EQ(much_later_calls, 2);
   moegrad::bench::time_interleaved(paths, 3);
   // Round 1: untimed 2+3+4+5 = 14 ms, timed 6. Round 2: untimed 7+8 = 15,
   // timed 9. Round 3: untimed 10, timed 11.
   EXPECT_EQ(short_calls, 1 + (4 + 1) + (2 + 1) + (1 + 1));
-  EXPECT_EQ(long_calls, 1 + 3);
+  EXPECT_EQ(long_calls, 2 + 3);
   EXPECT_EQ(later_short_calls, 1 + 3);
+  EXPECT_EQ(slow_first_calls, 2 + 3 * (3 + 1));
+  EXPECT_EQ(much_later_calls, 2 + 3);
   EXPECT_EQ(short_path.ms.min, 6.0);
   EXPECT_EQ(short_path.ms.median, 9.0);
   EXPECT_EQ(short_path.ms.max, 11.0);
   EXPECT_EQ(long_path.ms.median, 50.0);
   EXPECT_EQ(later_short_path.ms.median, 1.0);
+  EXPECT_EQ(slow_first_path.ms.median, 4.0);
+  EXPECT_EQ(much_later_path.ms.median, 1.0);
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "runtime/cgroup_cpu_limit.h"
 #include "runtime/usable_cpus.h"
 #include "scratch_dir.h"
+#include "stats.h"
 
 namespace {
 
@@ -850,6 +851,32 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   EXPECT_EQ(later_short_path.ms.median, 1.0);
   EXPECT_EQ(slow_first_path.ms.median, 4.0);
   EXPECT_EQ(much_later_path.ms.median, 1.0);
+}
+
+// What the bench prints as ms, ms_min and ms_max, on samples in any order:
+// the middle one of an odd count, the mean of the middle two of an even
+// one; and the quantiles between samples, interpolated (worked out by hand).
+TEST(Stats, MedianMinAndMaxOfOddAndEvenCounts) {
+  const struct {
+    std::vector<double> samples;
+    double median, min, max;
+  } cases[] = {
+      {{5.0}, 5.0, 5.0, 5.0},
+      {{3.0, 1.0}, 2.0, 1.0, 3.0},
+      {{9.0, 1.0, 5.0}, 5.0, 1.0, 9.0},
+      {{4.0, 1.0, 3.0, 2.0}, 2.5, 1.0, 4.0},
+      {{7.0, 7.0, 1.0, 7.0, 2.0}, 7.0, 1.0, 7.0},
+  };
+  for (const auto& c : cases) {
+    const moegrad::bench::Stats s = moegrad::bench::summarize(c.samples);
+    EXPECT_EQ(s.median, c.median) << ::testing::PrintToString(c.samples);
+    EXPECT_EQ(s.min, c.min) << ::testing::PrintToString(c.samples);
+    EXPECT_EQ(s.max, c.max) << ::testing::PrintToString(c.samples);
+  }
+  EXPECT_EQ(moegrad::bench::sorted_quantile({1.0, 2.0, 3.0, 4.0, 5.0}, 0.25), 2.0);
+  EXPECT_EQ(moegrad::bench::sorted_quantile({10.0, 20.0}, 0.75), 17.5);
+  EXPECT_EQ(moegrad::bench::sorted_quantile({10.0, 20.0}, 1.0), 20.0);
+  EXPECT_EQ(moegrad::bench::sorted_quantile({10.0, 20.0}, 0.0), 10.0);
 }
 
 }  // namespace

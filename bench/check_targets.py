@@ -17,10 +17,11 @@ in the run are checked too. Prints one line per check: PASS, MISS, or n/a
 where the run cannot show it (a path, row or field it lacks: a run of some
 shapes or dtypes, no oneDNN, no AVX512_BF16 for the fast mode, no second
 thread, or a path whose grad_x failed the bench's cross-check, whose times
-the bench then leaves null: all but its workspace), then how many were met. Exit status: 0 when
-every check passes and none is n/a, 1 when one misses, 2 when the input is
-not such a run (a run of `--op forward|weight-grad`, whose rows carry "op",
-included), 3 when none misses but some are n/a. Standard library only.
+the bench then leaves null: all but its workspace), then how many were
+met. Exit status: 0 when every check passes and none is n/a, 1 when one
+misses, 2 when the input is not such a run (a run of `--op
+forward|weight-grad`, whose rows carry "op", included), 3 when none misses
+but some are n/a. Standard library only.
 
   build/bin/moegrad bench --json > run.json && bench/check_targets.py run.json
 """

@@ -15,6 +15,15 @@
 
 namespace {
 
+// Closes `lib` (loaded from `path`); it must then still be mapped, so that a
+// load without loading (RTLD_NOLOAD) finds it.
+void expect_mapped_after_dlclose(void* lib, const char* path) {
+  ASSERT_EQ(dlclose(lib), 0) << dlerror();
+  void* again = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+  EXPECT_NE(again, nullptr) << path << " was unmapped by dlclose";
+  if (again != nullptr) dlclose(again);
+}
+
 TEST(Unload, TheSharedLibraryStaysLoadedAfterDlclose) {
   void* lib = dlopen(MOEGRAD_SHARED_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(lib, nullptr) << dlerror();
@@ -22,10 +31,7 @@ TEST(Unload, TheSharedLibraryStaysLoadedAfterDlclose) {
   auto* version = reinterpret_cast<Version>(dlsym(lib, "moegrad_version"));
   ASSERT_NE(version, nullptr) << dlerror();
   EXPECT_STREQ(version(), MOEGRAD_VERSION_STRING);
-  ASSERT_EQ(dlclose(lib), 0) << dlerror();
-  void* again = dlopen(MOEGRAD_SHARED_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
-  EXPECT_NE(again, nullptr) << "unmapped by dlclose";
-  if (again != nullptr) dlclose(again);
+  expect_mapped_after_dlclose(lib, MOEGRAD_SHARED_LIBRARY);
 }
 
 // The same for a plugin of a user's that links libmoegrad.a through
@@ -41,10 +47,7 @@ TEST(Unload, APluginLinkingTheArchiveStaysLoadedAfterDlclose) {
   auto* run = reinterpret_cast<Run>(dlsym(plugin, "unload_plugin_run"));
   ASSERT_NE(run, nullptr) << dlerror();
   EXPECT_EQ(run(), 0) << "the plugin's grad-x call failed or computed wrong values";
-  ASSERT_EQ(dlclose(plugin), 0) << dlerror();
-  void* again = dlopen(MOEGRAD_UNLOAD_PLUGIN, RTLD_NOW | RTLD_NOLOAD);
-  EXPECT_NE(again, nullptr) << "unmapped by dlclose";
-  if (again != nullptr) dlclose(again);
+  expect_mapped_after_dlclose(plugin, MOEGRAD_UNLOAD_PLUGIN);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // workers that wake find their code
 }
 

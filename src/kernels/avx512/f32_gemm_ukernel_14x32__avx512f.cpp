@@ -1,4 +1,3 @@
-
 #include "kernels/avx512/c_tile__avx512f.h"
 #include "kernels/avx512/intrinsics__avx512f.h"
 #include "kernels/avx512/kernels__avx512f.h"

@@ -252,11 +252,13 @@ void apply_raw_contents(Bytes& in, Case& c) {
   }
 }
 
-bool view_has_elements(const TensorView& v) {
-  for (int d = 0; d < v.t.ndim; ++d)
-    if (v.shape[d] == 0) return false;
-  return true;
+// The view's element offsets (tensor.h), from its own shape and strides.
+Extent view_extent(const TensorView& v) {
+  return extent_of(std::vector<int64_t>(v.shape, v.shape + v.t.ndim),
+                   std::vector<int64_t>(v.strides, v.strides + v.t.ndim));
 }
+
+bool view_has_elements(const TensorView& v) { return !view_extent(v).empty; }
 
 // Picks the tensor (0..4) a fault applies to, among those where `ok` holds.
 template <typename Pred>
@@ -506,14 +508,11 @@ struct ByteRange {
   uintptr_t lo, hi;
 };
 ByteRange byte_range(const TensorView& v) {
-  const auto elem = static_cast<intptr_t>((v.t.dtype.bits + 7) / 8);
-  intptr_t lo = 0, hi = 0;  // element offsets from element 0
-  for (int d = 0; d < v.t.ndim; ++d) {
-    const intptr_t step = static_cast<intptr_t>((v.shape[d] - 1) * v.strides[d]);
-    (step < 0 ? lo : hi) += step;
-  }
+  const Extent e = view_extent(v);
+  const auto elem = static_cast<int64_t>((v.t.dtype.bits + 7) / 8);
   const uintptr_t first = reinterpret_cast<uintptr_t>(v.t.data) + v.t.byte_offset;
-  return {first + static_cast<uintptr_t>(lo * elem), first + static_cast<uintptr_t>(hi * elem + elem - 1)};
+  return {first + static_cast<uintptr_t>(e.min_offset * elem),
+          first + static_cast<uintptr_t>(e.max_offset * elem + elem - 1)};
 }
 
 // Moves a view (data = its element 0, byte_offset 0) so that its first byte

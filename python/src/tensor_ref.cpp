@@ -58,6 +58,22 @@ void refuse_what_dlpack_cannot_carry(const py::object& tensor, const char* name)
                                          "bfloat16, int32 and int64");
 }
 
+// numpy exports no buffer for datetime64 and timedelta64 (kinds 'M' and
+// 'm'); such an array is refused for its dtype, as one whose buffer format
+// moegrad does not read is, not for a layout it does not have.
+void refuse_what_numpy_cannot_export(py::handle obj, const char* name) {
+  try {
+    if (!py::hasattr(obj, "dtype")) return;
+    const py::object dtype = obj.attr("dtype");
+    if (!py::hasattr(dtype, "kind")) return;
+    const std::string kind = py::str(dtype.attr("kind"));
+    if (kind != "M" && kind != "m") return;
+    refuse(MOEGRAD_STATUS_BAD_DTYPE, std::string(name) + ": dtype " + std::string(py::str(dtype)) +
+                                         "; moegrad reads float32, float16, bfloat16, int32 and int64");
+  } catch (py::error_already_set&) {  // an odd dtype attribute: the caller's layout message stands
+  }
+}
+
 // A struct-module format character (after an optional byte-order prefix)
 // and item size -> DLPack type. Unknown kinds map to an opaque code the
 // library rejects with its own message.
@@ -102,6 +118,7 @@ void TensorRef::from_buffer(py::handle obj, const char* name, bool writable) {
   const int flags = PyBUF_STRIDES | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
   if (PyObject_GetBuffer(obj.ptr(), view.get(), flags) != 0) {
     PyErr_Clear();
+    refuse_what_numpy_cannot_export(obj, name);
     refuse(MOEGRAD_STATUS_BAD_LAYOUT, std::string(name) + (writable ? ": output array is not writable (or not strided)"
                                                                      : ": array does not export a strided buffer"));
   }

@@ -2,6 +2,7 @@
 reference composition, finite differences, determinism, and refusals."""
 
 import gc
+import re
 import sys
 import warnings
 import weakref
@@ -418,6 +419,21 @@ def test_a_refused_buffer_is_released():
             assert info.value.status == "MOEGRAD_STATUS_" + status
             del info  # its traceback's frames hold the array
         assert sys.getrefcount(gy) == before, gy.dtype
+
+
+def test_an_array_numpy_exports_no_buffer_for_is_refused_for_its_dtype():
+    """numpy gives no buffer for datetime64 or timedelta64; the refusal names
+    the dtype, as it does for a format moegrad does not read."""
+    w, idx, gl = np.zeros((2, 3, 5), np.float32), np.arange(4), np.array([2, 2])
+    for dtype in ("datetime64[s]", "timedelta64[ns]"):
+        with pytest.raises(moegrad.Error, match=rf"grad_y: dtype {re.escape(dtype)}; moegrad reads") as info:
+            moegrad.grad_x(np.zeros((4, 5), dtype=dtype), w, idx, gl, 4, 1)
+        assert info.value.status == "MOEGRAD_STATUS_BAD_DTYPE"
+    out = np.full((4, 3), np.nan, np.float32)
+    out.flags.writeable = False  # a layout refusal still says what it is
+    with pytest.raises(moegrad.Error, match="not writable") as info:
+        moegrad.grad_x(np.zeros((4, 5), np.float32), w, idx, gl, 4, 1, out=out)
+    assert info.value.status == "MOEGRAD_STATUS_BAD_LAYOUT"
 
 
 def test_a_tensor_with_the_negative_bit_is_read_as_its_values():

@@ -69,8 +69,10 @@ class CMakeBuild(build_ext):
         else:
             build_dir = Path(self.build_temp).resolve() / "cmake"
             # CMAKE_ARGS (scikit-build's and conda's convention): the caller's
-            # own arguments, after these, so that theirs win.
-            self._run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+            # own arguments, after these, so that theirs win. --fresh drops
+            # the cache an earlier install left, so its CMAKE_ARGS do not
+            # outlive it; the compiled objects stay and are reused.
+            self._run(["cmake", "--fresh", "-S", str(ROOT), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
                        "-DMOEGRAD_BUILD_TESTS=OFF", "-DMOEGRAD_BUILD_BENCH=OFF", "-DMOEGRAD_BENCH_ONEDNN=OFF",
                        "-DMOEGRAD_BUILD_PYTHON=ON",
                        f"-DPython3_EXECUTABLE={sys.executable}"] + shlex.split(os.environ.get("CMAKE_ARGS", "")))

@@ -45,10 +45,12 @@ if [ -n "$build" ]; then
 else
   unset MOEGRAD_CMAKE_BUILD_DIR  # from scratch, even if the caller's shell sets it
   # CMAKE_ARGS reaches setup.py's configure step, after its own arguments:
-  # turning the Python package off there leaves no extension to build.
+  # turning the Python package off there leaves no extension to build. The
+  # define in CMAKE_CXX_FLAGS only marks the cache, for the check below.
   rm -rf "$source/build-python"
-  if (cd "$tmp" && CMAKE_ARGS="-DMOEGRAD_BUILD_PYTHON=OFF" "$venv_python" -m pip install --no-build-isolation \
-    --no-deps --no-index "$source") >"$tmp/pip_cmake_args.log" 2>&1; then
+  if (cd "$tmp" && CMAKE_ARGS="-DMOEGRAD_BUILD_PYTHON=OFF -DCMAKE_CXX_FLAGS=-DMOEGRAD_PIP_TEST_EARLIER_ARGS" \
+    "$venv_python" -m pip install --no-build-isolation --no-deps --no-index "$source") \
+    >"$tmp/pip_cmake_args.log" 2>&1; then
     fail "pip install built the extension with CMAKE_ARGS=-DMOEGRAD_BUILD_PYTHON=OFF: CMAKE_ARGS was not applied"
   fi
   grep -q -- "-DPython3_EXECUTABLE=[^ ]* -DMOEGRAD_BUILD_PYTHON=OFF" "$tmp/pip_cmake_args.log" || {
@@ -57,13 +59,22 @@ else
   }
 fi
 unset CMAKE_ARGS
+# From scratch, the next install reuses that build-python/ and its CMake
+# cache, which must not keep the earlier CMAKE_ARGS. In a build directory,
 # setup.py's build-python/ must not carry a module from an earlier build.
-rm -rf "$source/build-python"
+[ -z "$build" ] || rm -rf "$source/build-python"
 (cd "$tmp" && "$venv_python" -m pip install --no-build-isolation --no-deps --no-index "$source") \
   >"$tmp/pip.log" 2>&1 || {
   cat "$tmp/pip.log" >&2
   fail "pip install failed"
 }
+if [ -z "$build" ]; then
+  cache=$(find "$source/build-python" -name CMakeCache.txt)
+  [ -n "$cache" ] || fail "setup.py's CMake build left no CMakeCache.txt under build-python/"
+  if grep -q MOEGRAD_PIP_TEST_EARLIER_ARGS $cache; then
+    fail "the CMake cache of build-python/ kept an earlier install's CMAKE_ARGS: $(grep -l MOEGRAD_PIP_TEST $cache)"
+  fi
+fi
 
 version=$(sed -n 's/^#define MOEGRAD_VERSION_STRING "\(.*\)"$/\1/p' "$source/include/moegrad/moegrad.h")
 (cd "$tmp" && "$venv_python" - "$tmp/venv" "$version") <<'EOF'

@@ -40,6 +40,12 @@ moegrad_status check_tensor(const DLTensor* t, const char* name, int rank, Eleme
     out->stride[d] = t->strides != nullptr ? t->strides[d] : compact;
     if (t->strides == nullptr && __builtin_mul_overflow(compact, out->shape[d] == 0 ? 1 : out->shape[d], &compact))
       return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "%s: element count overflows int64", name);
+    // A dimension of one element is never stepped along, so its stride may
+    // be anything and the span check below does not bound it; the drivers
+    // still scale every stride to bytes up front. Beyond 2^31 - 1 elements
+    // it is taken as 0, which keeps that product (and a prefetch a few
+    // steps on) far inside int64.
+    if (out->shape[d] == 1 && (out->stride[d] > kMaxDim || out->stride[d] < -kMaxDim)) out->stride[d] = 0;
   }
   const int64_t elem_bytes = (t->dtype.bits + 7) / 8;
   // byte_offset is unsigned in DLPack; a "negative" one (2^64 - x) would

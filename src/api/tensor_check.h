@@ -16,7 +16,8 @@ namespace moegrad {
 
 inline constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // SPEC §4: dims < 2^31
 
-// Element strides of a tensor (compact row-major when DLPack gives none).
+// Element strides of a tensor (compact row-major when DLPack gives none; a
+// one-element dimension's stride beyond +-(2^31 - 1) reads 0).
 struct Layout {
   int64_t shape[3] = {0, 0, 0};
   int64_t stride[3] = {0, 0, 0};

@@ -20,6 +20,7 @@
 
 #include "reference.h"
 #include "runner.h"
+#include "scoped_env.h"
 #include "tensor.h"
 
 namespace mgh {
@@ -302,6 +303,42 @@ TEST(SizeLimits, DimensionsAndStridesThatOverflow) {
     const RunResult r = run_grad_x(&a, {});
     EXPECT_EQ(r.status, MOEGRAD_STATUS_SIZE_OVERFLOW) << c.what << ": " << r.describe();
   }
+}
+
+// A dimension of one element may have any stride, INT64_MAX and INT64_MIN
+// included: it is never stepped along, so no offset overflows, and the
+// result is the compact tensors' (UBSan's build catches a stride scaled to
+// bytes regardless). M = batch = K = 1 make three such dimensions.
+TEST(SizeLimits, AOneElementDimensionTakesAnyStride) {
+  constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
+  const int64_t N = 19, G = 2;
+  Tensor gy(kF32, {1, N}), w(kF32, {G, 1, N}), idx(kI64, {1}), gl(kI64, {G}), gx(kF32, {1, 1});
+  Rng rng(5);
+  for (int64_t e = 0; e < gy.numel(); ++e) gy.set(e, static_cast<double>(rng.uniform(-4, 4)));
+  for (int64_t e = 0; e < w.numel(); ++e) w.set(e, static_cast<double>(rng.uniform(-4, 4)));
+  idx.set_int(0, 0);
+  gl.set_int(0, 0);  // the one row is the second expert's
+  gl.set_int(1, 1);
+  std::vector<int64_t> gy_strides = {kI64Max, 1}, w_strides = {N, kI64Min, 1}, gx_strides = {kI64Max, -kI64Max};
+  DLTensor sgy = gy.dl(), sw = w.dl(), sgx = gx.dl();
+  sgy.strides = gy_strides.data();
+  sw.strides = w_strides.data();
+  sgx.strides = gx_strides.data();
+  moegrad_grad_x_args compact{&gy.dl(), &w.dl(), &idx.dl(), &gl.dl(), &gx.dl(), 1, 1, 0, 0};
+  const std::vector<float> want = reference_contract(compact);
+  EXPECT_EQ(compare_bits(want, to_float(reference_f64(compact)), 1), "");
+  moegrad_grad_x_args a{&sgy, &sw, &idx.dl(), &gl.dl(), &sgx, 1, 1, 0, 0};
+  for (moegrad_isa isa : available_isas())
+    for (const char* engine : {"packed", "rowvec"}) {
+      ScopedEnv env("MOEGRAD_ENGINE", engine);
+      const moegrad::Context ctx = make_context(isa, 2);
+      gx.fill_words(0x7FC0DEADu);
+      RunOptions opt;
+      opt.plan_ctx = opt.run_ctx = ctx.get();
+      const RunResult r = run_grad_x(&a, opt);
+      ASSERT_TRUE(r.ok()) << moegrad_isa_name(isa) << " " << engine << ": " << r.describe();
+      EXPECT_EQ(compare_bits(read_grad_x(gx.dl()), want, 1), "") << moegrad_isa_name(isa) << " " << engine;
+    }
 }
 
 }  // namespace

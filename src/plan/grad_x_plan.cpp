@@ -235,8 +235,10 @@ moegrad_status make_grad_x_plan(const GradXProblem& p, const kernels::GemmKernel
   // expert rarely needs a second slot (which would pack its weights again),
   // as long as a slot of the widest blocks (ms x nc_max) and its packed
   // grad_y rows (ms x kc_max) fill at most 3/4 of the L2: the scatter-add
-  // reads the slot from there. At least 64 rows whatever the L2 claims, so
-  // an expert's weights are not packed again every few rows.
+  // reads the slot from there. The cap is at least 64 rows whatever the L2
+  // claims, so an expert with many rows does not pack its weights again
+  // every few; an expert with few rows gets a slot as small as one row
+  // tile.
   const size_t ms_l2 = round_nearest(fit.l2 * 3 / 4 / (sizeof(float) * (nc_max + kc_words)), row_unit);
   const size_t ms_max = std::max(ms_l2, round_up(64, row_unit));
   const int64_t avg_rows = p.G > 0 ? (p.M + p.G * plan.chunks - 1) / (p.G * plan.chunks) : 0;

@@ -201,6 +201,28 @@ TEST(Context, EnvironmentDefaults) {
   EXPECT_EQ(moegrad::Context().isa(), fastest_isa());
 }
 
+// grad_x = 2^-133 (the smallest bf16 denormal) times 1.0: 2^-133 in the
+// exact mode, +0 in the fast bf16 one, which reads denormal inputs as zero.
+Problem smallest_denormal_times_one() {
+  ProblemSpec s = make_spec({.batch = 1, .top_k = 1, .experts = 1, .K = 1, .N = 2});
+  s.dtype = DType::kBF16;
+  s.values = Values::kSmallInt;
+  Problem p(s);
+  p.grad_y.set_float(p.grad_y.offset({0, 0}), std::ldexp(1.0f, -133));
+  p.grad_y.set_float(p.grad_y.offset({0, 1}), 0.0f);
+  for (int64_t n = 0; n < 2; ++n) p.weight.set_float(p.weight.offset({0, 0, n}), 1.0f);
+  return p;
+}
+
+// The mode a context computes in, from what it computes.
+bool computes_fast_bf16(const moegrad_context* ctx) {
+  const Problem p = smallest_denormal_times_one();
+  HostTensor gx = p.make_grad_x();
+  Call call(p, gx);
+  EXPECT_EQ(moegrad_grad_x_run(&call.args, ctx), MOEGRAD_STATUS_SUCCESS) << moegrad_last_error_message();
+  return std::bit_cast<uint32_t>(read_matrix_f32(gx)[0]) == 0u;
+}
+
 TEST(Context, SettersAndGetters) {
   ScopedEnv threads("MOEGRAD_NUM_THREADS", std::nullopt);
   ScopedEnv isa("MOEGRAD_ISA", std::nullopt);
@@ -213,8 +235,12 @@ TEST(Context, SettersAndGetters) {
   EXPECT_EQ(ctx.isa(), MOEGRAD_ISA_SCALAR);
   ctx.set_isa(MOEGRAD_ISA_AUTO);
   EXPECT_EQ(ctx.isa(), fastest_isa()) << "AUTO restores the automatic choice, never reported as AUTO";
+  ctx.set_isa(MOEGRAD_ISA_SCALAR);  // the one path that runs both modes on every CPU
+  EXPECT_FALSE(computes_fast_bf16(ctx.get())) << "the exact mode is the default";
   ctx.set_fast_bf16(true);
+  EXPECT_TRUE(computes_fast_bf16(ctx.get()));
   ctx.set_fast_bf16(false);
+  EXPECT_FALSE(computes_fast_bf16(ctx.get()));
 }
 
 // The two "defaults" differ on purpose: 0 threads restores the count the
@@ -347,14 +373,8 @@ TEST(Executor, RunContextMayDifferFromThePlanningOne) {
 // 2^-133 in the exact mode and +0 in the fast one (vdpbf16ps reads denormal
 // inputs as zero), whichever mode the run's context has.
 TEST(Executor, TheNumericModeIsThePlanningContexts) {
-  ProblemSpec s = make_spec({.batch = 1, .top_k = 1, .experts = 1, .K = 1, .N = 2});
-  s.dtype = DType::kBF16;
-  s.values = Values::kSmallInt;
-  Problem p(s);
+  const Problem p = smallest_denormal_times_one();
   const float tiny = std::ldexp(1.0f, -133);
-  p.grad_y.set_float(p.grad_y.offset({0, 0}), tiny);
-  p.grad_y.set_float(p.grad_y.offset({0, 1}), 0.0f);
-  for (int64_t n = 0; n < 2; ++n) p.weight.set_float(p.weight.offset({0, 0, n}), 1.0f);
   for (bool plan_fast : {true, false}) {
     SCOPED_TRACE(plan_fast ? "planned fast, run exact" : "planned exact, run fast");
     HostTensor gx = p.make_grad_x();

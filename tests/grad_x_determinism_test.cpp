@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <utility>
 #include <string>
@@ -357,6 +359,45 @@ TEST(FastBf16, DenormalInputsAndResultsGiveTheEmulationBits) {
   const Floats emulated = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
   ASSERT_FALSE(bitwise_equal(exact, emulated, p.K, "")) << "the case must make the fast mode flush something";
   if (!fast_bf16_gives_emulation_bits(p, " denormals")) GTEST_SKIP() << kEmulationOnly;
+}
+
+// Tininess is detected after rounding (x86's flush to zero, README): a sum
+// whose exact value lies in [2^-126 - 2^-150, 2^-126 - 2^-151) rounds to
+// 2^-126 on the subnormal grid, but to 2^-126 - 2^-150 with the exponent
+// unbounded, so vdpbf16ps flushes it. Each grad_x element is one pair:
+// acc = 2^-63 * (+-2^-63) = +-2^-126 first (element 1), then one tiny
+// product (element 0) moves it just below. Expected values worked out by
+// hand (and seen from vdpbf16ps on Zen 5); a flushed -0 is stored as +0, as
+// the scatter-add's 0 + x makes it.
+TEST(FastBf16, TinyResultsAreFlushedWhereTheInstructionFlushesThem) {
+  ProblemSpec spec = make_spec({.batch = 2, .top_k = 1, .experts = 1, .K = 8, .N = 2}, 0, 1.0, 305);
+  spec.dtype = DType::kBF16;
+  Problem p(spec);
+  const float a0[2] = {-(1 - 0x1p-8f) * 0x1p-75f, -0x1p-75f};  // by token
+  const float b0[4] = {(1 - 0x1p-8f) * 0x1p-75f, 0x1p-76f, (1 + 0x1p-7f) * 0x1p-76f, 0x1p-77f};  // by k % 4
+  for (int64_t i = 0; i < p.M; ++i) {
+    const int64_t token = p.idx.get_index(p.idx.offset({i}));  // top_k 1: the position is the token
+    p.grad_y.set_float(p.grad_y.offset({i, 0}), a0[token]);
+    p.grad_y.set_float(p.grad_y.offset({i, 1}), 0x1p-63f);
+  }
+  for (int64_t k = 0; k < p.K; ++k) {
+    const float sign = k < 4 ? 1.0f : -1.0f;
+    p.weight.set_float(p.weight.offset({0, k, 0}), sign * b0[k % 4]);
+    p.weight.set_float(p.weight.offset({0, k, 1}), sign * 0x1p-63f);
+  }
+  // Token 0 sums 2^-126 - 2^-150 (1 - 2^-7 + 2^-16), 2^-126 - 2^-151 +
+  // 2^-159, 2^-126 - 2^-151 (1 + 2^-8 - 2^-15), 2^-126 - 2^-152 (1 - 2^-8);
+  // token 1 sums 2^-126 - 2^-150 + 2^-158, 2^-126 - 2^-151 (the midpoint:
+  // the tie goes to 2^-126), 2^-126 - 2^-151 - 2^-158, 2^-126 - 2^-152.
+  const uint32_t row[8] = {0, 0x00800000u, 0, 0x00800000u, 0, 0x80800000u, 0, 0x80800000u};
+  Floats want;
+  for (int t = 0; t < 2; ++t)
+    for (uint32_t bits : row) want.push_back(std::bit_cast<float>(bits));
+  const Floats exact = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1});
+  EXPECT_EQ(float_bits(exact[0]), 0x00800000u) << "SPEC §5's order rounds the first sum up to 2^-126";
+  const Floats emulated = compute(p, {.isa = MOEGRAD_ISA_SCALAR, .threads = 1, .fast_bf16 = true});
+  EXPECT_TRUE(bitwise_equal(emulated, want, p.K, "fast bf16 emulation"));
+  if (!fast_bf16_gives_emulation_bits(p, " tininess after rounding")) GTEST_SKIP() << kEmulationOnly;
 }
 
 // The same on every shape of engine_specs().

@@ -7,8 +7,13 @@
 //     acc = ftz(fma(daz(a[2m+1]), daz(b[2m+1]), daz(acc)))
 //     acc = ftz(fma(daz(a[2m]),   daz(b[2m]),   daz(acc)))
 //
-// daz: a denormal input reads as a zero of the same sign; ftz: a denormal
-// result (after round-to-nearest-even) becomes a zero of the same sign.
+// daz: a denormal input reads as a zero of the same sign. ftz: a tiny
+// result becomes a zero of its sign, tininess detected after rounding as
+// x86 does: the exact value rounded to nearest-even with 24 bits and an
+// unbounded exponent is below 2^-126. That is every result the subnormal
+// range rounds to, and also the exact values in
+// [2^-126 - 2^-150, 2^-126 - 2^-151), which round to 2^-126 itself there
+// but to 2^-126 - 2^-150 with the exponent unbounded.
 // Panels hold bf16 pairs as one 32-bit word: low half element 2m, high 2m+1.
 #include <cmath>
 #include <cstdint>
@@ -24,14 +29,25 @@ float flush_denormal(float x) {
   return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
 }
 
+// ftz(fma(a, b, c)) for normal or zero a, b (bf16 values) and c. Only a
+// result of exactly +-2^-126 can hide a tiny value. It then came from terms
+// below 2^-100 (a nonzero exact sum is a multiple of the smaller term's
+// last bit), so the same fma scaled by 2^32 is exact in its scaling and
+// rounds in the normal range, with 24 bits: tiny there is below 2^-94.
+float fma_ftz(float a, float b, float c) {
+  const float r = std::fma(a, b, c);
+  if (std::fabs(r) != 0x1p-126f) return flush_denormal(r);
+  return std::fabs(std::fma(a * 0x1p32f, b, c * 0x1p32f)) < 0x1p-94f ? std::copysign(0.0f, r) : r;
+}
+
 float bf16_bits_to_f32(uint32_t h) { return bf16_to_f32(static_cast<uint16_t>(h)); }
 
 // One vdpbf16ps lane: acc += hi(a)*hi(b), then += lo(a)*lo(b).
 float dot_pair(uint32_t a, uint32_t b, float acc) {
-  acc = flush_denormal(std::fma(flush_denormal(bf16_bits_to_f32(a >> 16)), flush_denormal(bf16_bits_to_f32(b >> 16)),
-                                flush_denormal(acc)));
-  return flush_denormal(std::fma(flush_denormal(bf16_bits_to_f32(a & 0xffffu)),
-                                 flush_denormal(bf16_bits_to_f32(b & 0xffffu)), flush_denormal(acc)));
+  acc = fma_ftz(flush_denormal(bf16_bits_to_f32(a >> 16)), flush_denormal(bf16_bits_to_f32(b >> 16)),
+                flush_denormal(acc));
+  return fma_ftz(flush_denormal(bf16_bits_to_f32(a & 0xffffu)), flush_denormal(bf16_bits_to_f32(b & 0xffffu)),
+                 flush_denormal(acc));
 }
 
 #include "kernels/pack_pairs_strided.inc"

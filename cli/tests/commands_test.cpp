@@ -274,7 +274,8 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
                        {"MOEGRAD_L1D_BYTES", "32768"},
                        {"MOEGRAD_L2_BYTES", "262144"},
                        {"MOEGRAD_ENGIN", "rowvec"},  // misspelled: reported, not read
-                       {"MOEGRAD_COLOUR", "1"}});
+                       {"MOEGRAD_COLOUR", "1"},
+                       {"MOEGRAD_TSAN_SUITE_BUILD", "build"}});  // scripts/test.sh's: not reported
   const RunResult json = run_moegrad({"info", "--json"});
   EXPECT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.err, "");
@@ -304,6 +305,8 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
         "  ignored    MOEGRAD_COLOUR: moegrad reads no such variable\n"}) {
     EXPECT_NE(human.out.find(needle), std::string::npos) << needle << " missing in\n" << human.out;
   }
+  EXPECT_EQ(json.out.find("MOEGRAD_TSAN_SUITE_BUILD"), std::string::npos) << json.out;
+  EXPECT_EQ(human.out.find("MOEGRAD_TSAN_SUITE_BUILD"), std::string::npos) << human.out;
 }
 
 // A context forced to avx2 refuses the fast bf16 mode even where the CPU

@@ -52,15 +52,16 @@ namespace moegrad {
 inline constexpr const char* kContextVariables[] = {"MOEGRAD_NUM_THREADS", "MOEGRAD_ISA", "MOEGRAD_ENGINE",
                                                     "MOEGRAD_L1D_BYTES", "MOEGRAD_L2_BYTES"};
 // Those the project's own build and test scripts read (setup.py,
-// scripts/deps.sh, test_sanitizers.sh, test_fuzz.sh), which the README has
-// people set, and the two that tests set for what they run
+// scripts/deps.sh, test.sh's MOEGRAD_TSAN_SUITE_BUILD, test_sanitizers.sh,
+// test_fuzz.sh), which the README has people set, and the two that tests
+// set for what they run
 // (tests/install/install_test.sh, bench/tests/fake_onednn_module.cpp): not
 // the library's, but not misspellings either.
 inline constexpr const char* kScriptVariables[] = {
     "MOEGRAD_CMAKE_BUILD_DIR", "MOEGRAD_APT_UPDATED",   "MOEGRAD_SANITIZERS",       "MOEGRAD_SANITIZER_CXX",
     "MOEGRAD_SANITIZER_CC",    "MOEGRAD_ASAN_EXCLUDE",  "MOEGRAD_TSAN_TESTS",       "MOEGRAD_FUZZ_CXXFLAGS",
     "MOEGRAD_FUZZ_SEED",       "MOEGRAD_FUZZ_RUNS_NPY", "MOEGRAD_FUZZ_RUNS_GRAD_X", "MOEGRAD_TEST_BENCH_MODULE",
-    "MOEGRAD_TEST_FAKE_ONEDNN_ERROR"};
+    "MOEGRAD_TEST_FAKE_ONEDNN_ERROR", "MOEGRAD_TSAN_SUITE_BUILD"};
 
 // What a context resolved to, beside what the CPU and OS offer: for reports
 // (`moegrad info`, moegrad.info() in Python), never for decisions.

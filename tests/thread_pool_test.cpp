@@ -139,7 +139,10 @@ class PinnedTo {
 // one and the waker's: the kernel may well put it there (a VM's kernel
 // that sees no shared cache does, nearly always: without the step-off this
 // failed 37 of 40 runs on one). It must start its share elsewhere, with
-// the mask it was created with.
+// the mask it was created with. The step-off is a request: once its mask
+// is whole again the scheduler may move it back, as it did in 2 of 40 runs
+// while other processes kept the second CPU busy (a CI run beside builds),
+// so up to a quarter of the runs may start there, never its mask changed.
 TEST(ThreadPool, AWorkerOnTheCallersCpuMovesOffItAndKeepsItsMask) {
   cpu_set_t all;
   if (sched_getaffinity(0, sizeof all, &all) != 0) GTEST_SKIP() << "more CPUs than cpu_set_t holds";
@@ -158,7 +161,9 @@ TEST(ThreadPool, AWorkerOnTheCallersCpuMovesOffItAndKeepsItsMask) {
     }
     return true;
   };
-  for (int run = 0; run < 40; ++run) {
+  constexpr int kRuns = 40;
+  int on_callers_cpu = 0;
+  for (int run = 0; run < kRuns; ++run) {
     std::atomic<bool> moved{false};
     auto move_onto_callers_cpu = [&](int w) noexcept {
       if (w == 0) {
@@ -186,9 +191,11 @@ TEST(ThreadPool, AWorkerOnTheCallersCpuMovesOffItAndKeepsItsMask) {
     };
     pool.run(2, report);
     ASSERT_TRUE(reported.load()) << "run " << run << ": the worker never came";
-    EXPECT_NE(worker_cpu.load(), cpu) << "run " << run << ": the worker started on the caller's CPU";
+    on_callers_cpu += worker_cpu.load() == cpu;
     EXPECT_TRUE(CPU_EQUAL(&worker_mask, &all)) << "run " << run << ": the worker's affinity mask changed";
   }
+  EXPECT_LE(on_callers_cpu, kRuns / 4) << on_callers_cpu << " of " << kRuns
+                                       << " runs: the worker started on the caller's CPU";
 }
 
 }  // namespace

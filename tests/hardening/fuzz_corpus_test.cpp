@@ -34,9 +34,14 @@ std::vector<std::string> corpus_files(const std::string& target) {
   return files;
 }
 
+// A file that cannot be read fails the test: read as empty, it would decode
+// to a valid case and pass (some corpus files are empty on purpose).
 std::vector<uint8_t> read_bytes(const std::string& p) {
   std::ifstream f(p, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+  EXPECT_TRUE(f.is_open()) << "cannot open " << p;
+  std::vector<uint8_t> bytes(std::istreambuf_iterator<char>(f), {});
+  EXPECT_FALSE(f.bad()) << "cannot read " << p;
+  return bytes;
 }
 
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {

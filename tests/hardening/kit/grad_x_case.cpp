@@ -1,6 +1,7 @@
 #include "grad_x_case.h"
 
 #include <moegrad/moegrad.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -225,7 +226,8 @@ void decode_spec(Bytes& in, Case& c) {
   c.misalign = in.u8() % 70;
   const std::vector<uint8_t> fills[] = {{0x00}, {0xFF}, {0xA5, 0x5A}, {0x01, 0x00, 0xC0, 0x7F}, {0x00, 0x00, 0x80, 0xFF}};
   c.ws_fill = fills[in.u8() % 5];
-  const uint32_t poisons[] = {0x7FC0DEADu, 0xFFFFFFFFu, 0x00000000u, 0x80000000u, 0x7F800000u, 0x00000001u};
+  // No +0.0: a failed call that zeroed grad_x first would leave it as it was.
+  const uint32_t poisons[] = {0x7FC0DEADu, 0xFFFFFFFFu, 0x3F800000u, 0x80000000u, 0x7F800000u, 0x00000001u};
   c.gx_poison = poisons[in.u8() % 6];
   s.seed = in.u64();
 }
@@ -691,11 +693,17 @@ std::string check_untouched(const Case& c, const std::vector<std::byte> before[5
   return "";
 }
 
+// MXCSR's control bits (rounding, FTZ, DAZ, exception masks), not its
+// sticky flags: a call must leave them as it found them, or the references
+// computed after it (std::fma on this thread) would round as it left them.
+unsigned mxcsr_controls() { return _mm_getcsr() & ~0x3Fu; }
+
 std::string check_case(Case& c) {
   Problem& p = *c.problem;
   const Tensor* t[] = {&p.grad_y, &p.weight, &p.idx, &p.group_list, &p.grad_x};
   std::vector<std::byte> before[5];
   for (int i = 0; i < 5; ++i) before[i] = t[i]->snapshot();
+  const unsigned mxcsr = mxcsr_controls();
 
   RunOptions opt;
   opt.plan_ctx = shared_context(c.isa, c.plan_threads, c.fast_bf16);
@@ -704,6 +712,7 @@ std::string check_case(Case& c) {
   opt.ws_fill = c.ws_fill;
   opt.misuse = c.misuse;
   const RunResult r = run_grad_x(c.args_ptr, opt);
+  if (mxcsr_controls() != mxcsr) return "the call changed MXCSR's controls: " + describe_case(c);
 
   bool may_succeed = false;
   const std::vector<moegrad_status> expected =
@@ -758,6 +767,23 @@ std::string check_case(Case& c) {
   if (!r2.ok()) return "scalar rerun failed: " + r2.describe() + "; " + what;
   if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K); !d.empty())
     return "scalar path differs: " + d + "; " + what;
+  // And on the planned path with the threads it was planned for: the scalar
+  // rerun above is the only other multithreaded run, so without this the
+  // vector paths' workers past the first (their workspace regions, the
+  // row-vector engine's hand-out of items) would never run under the fuzzer.
+  if (c.plan_threads > 1) {
+    p.grad_x.fill_words(c.gx_poison ^ 0xA5A5A5A5u);
+    RunOptions threaded;
+    threaded.plan_ctx = opt.plan_ctx;
+    threaded.run_ctx = shared_context(MOEGRAD_ISA_AUTO, c.plan_threads);
+    threaded.misalign = (c.misalign + 33) % 64;
+    threaded.ws_fill = {0xC3};
+    const RunResult r3 = run_grad_x(&c.args, threaded);
+    if (!r3.ok()) return "rerun on " + std::to_string(c.plan_threads) + " threads failed: " + r3.describe() + "; " + what;
+    if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K); !d.empty())
+      return "the planned path on " + std::to_string(c.plan_threads) + " threads differs: " + d + "; " + what;
+  }
+  if (mxcsr_controls() != mxcsr) return "a rerun changed MXCSR's controls: " + what;
   return "";
 }
 

@@ -100,7 +100,7 @@ RunResult run_grad_x(const moegrad_grad_x_args* args, const RunOptions& opt) {
     r.message = moegrad_last_error_message();
     return r;
   };
-  size_t bytes = 0;
+  size_t bytes = 12345;  // a failure must set it to 0, a success to the size
   moegrad_executor* raw = nullptr;
   moegrad_status s;
   switch (opt.misuse) {
@@ -112,6 +112,10 @@ RunResult run_grad_x(const moegrad_grad_x_args* args, const RunOptions& opt) {
   ExecutorPtr ex = own(raw);
   if (s != MOEGRAD_STATUS_SUCCESS) {
     if (raw != nullptr) return failed(MOEGRAD_STATUS_INTERNAL, "plan (executor returned with a failure)");
+    // moegrad.h: on failure *workspace_bytes is 0, set once both out-pointers
+    // are known not to be NULL.
+    if (opt.misuse != Misuse::kNullSizeOut && opt.misuse != Misuse::kNullExecutorOut && bytes != 0)
+      return failed(MOEGRAD_STATUS_INTERNAL, "plan (a failure left *workspace_bytes nonzero)");
     return failed(s, "plan");
   }
   if (opt.misuse == Misuse::kNullArgs || opt.misuse == Misuse::kNullSizeOut ||

@@ -365,16 +365,20 @@ bool apply_fault(Bytes& in, Case& c) {
     case Fault::kBatch: {
       const int64_t bad[] = {0, -1, kI64Min};
       a.batch = bad[in.u8() % 3];
-      // grad_x still has the old batch rows, and batch*top_k <= 0 < M.
+      // grad_x still has the old batch rows, and batch*top_k <= 0 < M;
+      // the product overflows only for INT64_MIN times a top_k of 2 or more.
       expect({MOEGRAD_STATUS_BAD_BATCH, MOEGRAD_STATUS_GRAD_X_SHAPE, MOEGRAD_STATUS_M_EXCEEDS_SLOTS,
-              MOEGRAD_STATUS_INDEX_TOO_LONG, MOEGRAD_STATUS_SIZE_OVERFLOW});
+              MOEGRAD_STATUS_INDEX_TOO_LONG});
+      if (int64_t slots = 0; __builtin_mul_overflow(a.batch, a.top_k, &slots))
+        c.fault_statuses.push_back(MOEGRAD_STATUS_SIZE_OVERFLOW);
       return true;
     }
     case Fault::kTopK: {
       const int64_t bad[] = {0, -1, kI64Min};
       a.top_k = bad[in.u8() % 3];
-      expect({MOEGRAD_STATUS_BAD_TOP_K, MOEGRAD_STATUS_M_EXCEEDS_SLOTS, MOEGRAD_STATUS_INDEX_TOO_LONG,
-              MOEGRAD_STATUS_SIZE_OVERFLOW});
+      expect({MOEGRAD_STATUS_BAD_TOP_K, MOEGRAD_STATUS_M_EXCEEDS_SLOTS, MOEGRAD_STATUS_INDEX_TOO_LONG});
+      if (int64_t slots = 0; __builtin_mul_overflow(a.batch, a.top_k, &slots))
+        c.fault_statuses.push_back(MOEGRAD_STATUS_SIZE_OVERFLOW);
       return true;
     }
     case Fault::kRowIdxType: {

@@ -17,7 +17,8 @@ tests/hardening/kit/grad_x_case.cpp reads them:
            (>= 240: raw strides, one byte each follows)
   [17] pad  [18] pad bytes (% 4; >= 0xE0 also: the aliasing fault, where
   no other fault applies)  [19] isa (% 4; >= 0xC0 also: the fast bf16 mode)
-  [20] plan threads  [21] misalign  [22] workspace fill  [23] grad_x poison
+  [20] plan threads (% 4; >= 0xC0 also: the row-vector engine forced,
+  >= 0xE0 the packed one)  [21] misalign  [22] workspace fill  [23] grad_x poison
   [24..31] seed
   then raw-content edits, then fault parameters, then aliasing parameters
   (the input: the first with elements from b % 5 on, grad_x skipped; how
@@ -42,7 +43,7 @@ LAYOUTS = 8  # compact explicit padded reversed swap-inner negative broadcast ov
 
 
 def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None, shape_knobs=None,
-                layouts=None, extra=b"", pad_bytes=None, isa=None):
+                layouts=None, extra=b"", pad_bytes=None, isa=None, threads=None):
     """One input; a layout is an int (0..7) or a list [>= 240, raw strides...]."""
     b = bytearray()
     b.append(160 + fault if fault is not None else rng.randrange(160))
@@ -57,7 +58,8 @@ def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None,
     pad = rng.randrange(5)
     pad_bytes = pad_bytes if pad_bytes is not None else rng.randrange(4)
     isa = isa if isa is not None else rng.randrange(4)
-    b.extend([pad, pad_bytes, isa, rng.randrange(4), rng.randrange(70), rng.randrange(5), rng.randrange(6)])
+    threads = threads if threads is not None else rng.randrange(4)
+    b.extend([pad, pad_bytes, isa, threads, rng.randrange(70), rng.randrange(5), rng.randrange(6)])
     b.extend(struct.pack("<Q", rng.getrandbits(64)))
     b.extend(extra)
     b.extend(rng.getrandbits(8) for _ in range(8))  # parameters for whatever reads next
@@ -136,6 +138,22 @@ def grad_x_seeds():
             seeds[f"seed-aliasing-{placement}{tensor}"] = grad_x_case(
                 rng, fault=None, misuse=None, flags=rng.randrange(256) & ~0x10, pad_bytes=0xE0 | rng.randrange(4),
                 isa=rng.randrange(4) | rng.choice([0, 0xC0]), extra=bytes([tensor, placement]))
+    # Each engine forced on the vector ISAs, 1-4 threads, every dtype, some
+    # in the fast bf16 mode; compact layouts mostly, where the default would
+    # pick the row-vector engine for these sizes. FuzzCorpus tests that these
+    # decode to the engine they are named for, and that no other seed forces
+    # one.
+    n = 0
+    for engine, top in (("packed", 0xE0), ("rowvec", 0xC0)):
+        for isa in (ISA_BYTES["avx2"], ISA_BYTES["avx512"], ISA_BYTES["auto"]):
+            for dtype in range(3):
+                flags = rng.randrange(256) & ~0x10
+                seeds[f"seed-engine-{engine}-{n % 9}"] = grad_x_case(
+                    rng, fault=None, misuse=None, dtype=dtype, flags=flags,
+                    isa=isa | (0xC0 if dtype == 2 and n % 2 else 0), threads=top | (n % 4),
+                    shape_knobs=[rng.randrange(50, 101), rng.randrange(30), rng.randrange(4)],
+                    layouts=[rng.choice([0, 0, 1, rng.randrange(7)]) for _ in range(4)] + [rng.choice([0, 0, 1, 2])])
+                n += 1
     return seeds
 
 

@@ -80,8 +80,9 @@ TEST(FuzzCorpus, SeedCorporaArePresent) {
 // seed-fault-* file decodes to a fault (one whose preconditions its shape
 // misses decodes to none), a seed-misuse-* file to a misuse, a
 // seed-aliasing-* file to the aliasing fault, a seed-fast-bf16-* file to the
-// fast bf16 mode and no fault, and the big-n / big-k seeds to more than one
-// block of 256.
+// fast bf16 mode and no fault, a seed-engine-<engine>-* file to that engine
+// forced (and no other file to any), and the big-n / big-k seeds to more
+// than one block of 256.
 TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
   // The value of " key=" in a description, up to the next space.
   auto field = [](const std::string& described, const std::string& key) {
@@ -93,12 +94,15 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
     const size_t from = at + tag.size();
     return described.substr(from, described.find(' ', from) - from);
   };
-  int faults = 0, misuses = 0, aliasing = 0, fast_bf16 = 0;
+  int faults = 0, misuses = 0, aliasing = 0, fast_bf16 = 0, engines = 0;
   for (const std::string& file : corpus_files("grad_x")) {
     const std::string name = fs::path(file).filename().string();
     const auto bytes = read_bytes(file);
     std::string d = " ";
     d += describe_grad_x_input(bytes.data(), bytes.size());
+    if (name.rfind("seed-engine-", 0) != 0) {  // switched on by these only
+      EXPECT_EQ(field(d, "engine"), "default") << name << ":" << d;
+    }
     if (name.rfind("seed-fault-", 0) == 0) {
       ++faults;
       ASSERT_FALSE(field(d, "fault").empty()) << name << ":" << d;
@@ -114,6 +118,11 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
       ++fast_bf16;
       EXPECT_EQ(field(d, "fast_bf16"), "1") << name << ":" << d;
       EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
+    } else if (name.rfind("seed-engine-", 0) == 0) {
+      ++engines;
+      const std::string engine = name.substr(12, name.find('-', 12) - 12);
+      EXPECT_EQ(field(d, "engine"), engine) << name << ":" << d;
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
     } else if (name == "seed-valid-big-n") {
       EXPECT_GT(std::stoi(field(d, "N")), 256) << d;
     } else if (name == "seed-valid-big-k") {
@@ -124,6 +133,7 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
   EXPECT_EQ(misuses, 7);
   EXPECT_EQ(aliasing, 20);
   EXPECT_EQ(fast_bf16, 12);
+  EXPECT_EQ(engines, 18);
 }
 
 // Inputs of every length up to 64 made of one repeated byte: short and

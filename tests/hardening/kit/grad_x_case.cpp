@@ -121,6 +121,7 @@ struct Case {
   bool raw_contents = false;
   moegrad_isa isa = MOEGRAD_ISA_AUTO;
   int32_t plan_threads = 1;
+  const char* engine = nullptr;  // "packed" or "rowvec" forced on the planning context, or the default
   size_t misalign = 0;
   std::vector<uint8_t> ws_fill;
   uint32_t gx_poison = 0;
@@ -222,7 +223,13 @@ void decode_spec(Bytes& in, Case& c) {
   c.isa = isas[isa % 4];
   c.fast_bf16 = isa >= 0xC0;
   if (!moegrad_isa_available(c.isa)) c.isa = MOEGRAD_ISA_AUTO;
-  c.plan_threads = 1 + in.u8() % 4;
+  // The top bits of the thread byte force an engine (the vector ISAs'
+  // choice; the scalar path has one): the fuzzer's small problems would
+  // otherwise nearly always get the row-vector engine where grad_y, weight
+  // and grad_x are contiguous.
+  const uint8_t threads = in.u8();
+  c.plan_threads = 1 + threads % 4;
+  c.engine = threads >= 0xE0 ? "packed" : threads >= 0xC0 ? "rowvec" : nullptr;
   c.misalign = in.u8() % 70;
   const std::vector<uint8_t> fills[] = {{0x00}, {0xFF}, {0xA5, 0x5A}, {0x01, 0x00, 0xC0, 0x7F}, {0x00, 0x00, 0x80, 0xFF}};
   c.ws_fill = fills[in.u8() % 5];
@@ -610,7 +617,8 @@ std::string describe_case(const Case& c) {
     s += ')';
   }
   s += std::string(" misuse=") + misuse_name(c.misuse) + " raw_contents=" + (c.raw_contents ? "1" : "0") +
-       " isa=" + moegrad_isa_name(c.isa) + " plan_threads=" + std::to_string(c.plan_threads) +
+       " isa=" + moegrad_isa_name(c.isa) + " engine=" + (c.engine != nullptr ? c.engine : "default") +
+       " plan_threads=" + std::to_string(c.plan_threads) +
        " misalign=" + std::to_string(c.misalign) + " fast_bf16=" + (c.fast_bf16 ? "1" : "0");
   return s;
 }
@@ -710,7 +718,7 @@ std::string check_case(Case& c) {
   const unsigned mxcsr = mxcsr_controls();
 
   RunOptions opt;
-  opt.plan_ctx = shared_context(c.isa, c.plan_threads, c.fast_bf16);
+  opt.plan_ctx = shared_context(c.isa, c.plan_threads, c.fast_bf16, c.engine);
   opt.run_ctx = shared_context(MOEGRAD_ISA_AUTO, 1);  // one thread: a deterministic schedule for the fuzzer
   opt.misalign = c.misalign;
   opt.ws_fill = c.ws_fill;
@@ -797,7 +805,9 @@ void prepare_grad_x_contexts() {
   for (moegrad_isa isa : {MOEGRAD_ISA_AUTO, MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX2, MOEGRAD_ISA_AVX512}) {
     if (!moegrad_isa_available(isa)) continue;
     for (int32_t threads = 1; threads <= 4; ++threads)
-      for (bool fast_bf16 : {false, true}) shared_context(isa, threads, fast_bf16);
+      for (bool fast_bf16 : {false, true})
+        for (const char* engine : {static_cast<const char*>(nullptr), "packed", "rowvec"})
+          shared_context(isa, threads, fast_bf16, engine);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // pool threads reach their wait
 }

@@ -6,7 +6,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <tuple>
+
+#include "scoped_env.h"
 
 namespace mgh {
 
@@ -23,14 +27,18 @@ moegrad::Context make_context(moegrad_isa isa, int32_t threads, bool fast_bf16) 
   }
 }
 
-const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16) {
+const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16, const char* engine) {
   static std::mutex mutex;
-  using Key = std::tuple<int, int32_t, bool>;
+  using Key = std::tuple<int, int32_t, bool, std::string>;
   static auto* cache = new std::map<Key, moegrad::Context>;  // never destroyed: used at exit
   std::lock_guard<std::mutex> lock(mutex);
-  const Key key{static_cast<int>(isa), threads, fast_bf16};
+  const Key key{static_cast<int>(isa), threads, fast_bf16, engine != nullptr ? engine : ""};
   auto it = cache->find(key);
-  if (it == cache->end()) it = cache->emplace(key, make_context(isa, threads, fast_bf16)).first;
+  if (it == cache->end()) {
+    std::optional<ScopedEnv> forced;
+    if (engine != nullptr) forced.emplace("MOEGRAD_ENGINE", engine);
+    it = cache->emplace(key, make_context(isa, threads, fast_bf16)).first;
+  }
   return it->second.get();
 }
 

@@ -24,9 +24,13 @@ inline ExecutorPtr own(moegrad_executor* ex) { return ExecutorPtr(ex, moegrad_ex
 // layer. Aborts with the library's message if it is refused: callers check
 // moegrad_isa_available.
 moegrad::Context make_context(moegrad_isa isa, int32_t threads, bool fast_bf16 = false);
-// The same, created once per (isa, threads, mode) and kept until exit
-// (thread-safe).
-const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16 = false);
+// The same, created once per (isa, threads, mode, engine) and kept until
+// exit (thread-safe). engine: "packed" or "rowvec" forces that engine
+// (MOEGRAD_ENGINE, set while the context is made: create such contexts
+// before other threads may read the environment); nullptr keeps the
+// environment's choice.
+const moegrad_context* shared_context(moegrad_isa isa, int32_t threads, bool fast_bf16 = false,
+                                      const char* engine = nullptr);
 // The ISAs this CPU runs, SCALAR first.
 std::vector<moegrad_isa> available_isas();
 

@@ -362,11 +362,15 @@ TEST(Errors, EmptyTensorsMayHaveNullData) {
 // ---- §4.5 attributes ------------------------------------------------------------
 
 TEST(Errors, BadBatch) {
-  Fixture f(empty_spec());  // M = 0, so no other constraint depends on batch
-  HostTensor gx(kDLF32, {0, 23});
-  f.call.grad_x = gx.view();
-  f.call.args.batch = 0;
-  expect_failure(f.call.args, gx, MOEGRAD_STATUS_BAD_BATCH, {"batch=0"});
+  for (int64_t batch : {int64_t{0}, int64_t{-1}, std::numeric_limits<int64_t>::min()}) {
+    SCOPED_TRACE(batch);
+    Fixture f(empty_spec());  // M = 0, so no other constraint depends on batch
+    HostTensor gx(kDLF32, {0, 23});
+    f.call.grad_x = gx.view();
+    f.call.args.batch = batch;
+    f.call.args.top_k = 1;  // batch*top_k does not overflow: the batch is the one error
+    expect_failure(f.call.args, gx, MOEGRAD_STATUS_BAD_BATCH, {"batch=" + std::to_string(batch)});
+  }
 }
 
 TEST(Errors, BadTopK) {
@@ -665,6 +669,15 @@ TEST(Errors, GradXStridesNegativeOrOverlapping) {
     f.call.grad_x.strides = strides;
     expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {"grad_x"});
   }
+}
+
+// The message names the strides the caller gave, also a one-element
+// dimension's that validation reads as 0 (beyond 2^31 - 1).
+TEST(Errors, AGradXLayoutRefusalNamesTheStridesGiven) {
+  Fixture f(make_spec({.batch = 1, .top_k = 2, .experts = 3, .K = 5, .N = 4}));
+  int64_t strides[] = {std::numeric_limits<int64_t>::max(), 0};  // columns overlap
+  f.call.grad_x.strides = strides;
+  expect_failure(f.call.args, f.grad_x, MOEGRAD_STATUS_BAD_LAYOUT, {"grad_x strides [9223372036854775807, 0]"});
 }
 
 // grad_x sharing bytes with an input would feed partial sums back into the

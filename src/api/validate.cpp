@@ -62,10 +62,14 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   if (gx.shape[0] != args->batch || gx.shape[1] != K)
     return fail(MOEGRAD_STATUS_GRAD_X_SHAPE, "grad_x.shape=[%" PRId64 ", %" PRId64 "] but [batch, K]=[%" PRId64 ", %" PRId64 "]",
                 gx.shape[0], gx.shape[1], args->batch, K);
-  if (overlapping_dim(gx, 2) >= 0)
+  if (overlapping_dim(gx, 2) >= 0) {
+    // The caller's strides: validation takes a one-element dimension's
+    // stride beyond 2^31 - 1 as 0 (tensor_check.cpp).
+    const int64_t* given = args->grad_x->strides != nullptr ? args->grad_x->strides : gx.stride;
     return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: each must be positive and, smallest "
                 "first, beyond the span of the smaller ones (elements may overlap)",
-                gx.stride[0], gx.stride[1]);
+                given[0], given[1]);
+  }
 
   // §4.7 lengths, before the address checks below: a tensor whose shape
   // is wrong claims bytes it does not own, and its shape is the error.

@@ -76,6 +76,14 @@ TEST(FuzzCorpus, SeedCorporaArePresent) {
 #endif
 }
 
+// The regressions, by name: the replay's tests are listed when the suite is
+// built, so a crash-* file lost from the tree would not fail one of them.
+TEST(FuzzCorpus, EveryCrashRegressionIsThere) {
+  for (const char* name : {"grad_x/crash-byte-offset-wrap", "grad_x/crash-index-too-long-overlaps-grad-x",
+                           "grad_x/crash-int32-dtype-on-float-tensor-misaligned", "npy/crash-newline-in-key"})
+    EXPECT_TRUE(fs::is_regular_file(fs::path(MGH_CORPUS_DIR) / name)) << name;
+}
+
 // The seeds reach what fuzz/make_seed_corpus.py made them for: a
 // seed-fault-* file decodes to a fault (one whose preconditions its shape
 // misses decodes to none), a seed-misuse-* file to a misuse, a

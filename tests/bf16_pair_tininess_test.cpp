@@ -39,21 +39,20 @@ uint16_t random_bf16(std::mt19937_64& rng, int e) {
   return static_cast<uint16_t>(((rng() & 1) << 15) | (exponent << 7) | (rng() & 0x7f));
 }
 
-// One pair step: acc = ftz(fma(a[1], b[1], acc)), then element 0.
+// Element t (0: low half, 1: high half) of a pair word.
+float pair_element(uint32_t word, int64_t t) { return bf16_value(static_cast<uint16_t>(t == 1 ? word >> 16 : word)); }
+
+// One pair step from acc: the tests' chain of two terms.
 float pair_step(uint32_t a, uint32_t b, float acc) {
-  acc = mgt::fma_flushed(mgt::flushed(bf16_value(static_cast<uint16_t>(a >> 16))),
-                         mgt::flushed(bf16_value(static_cast<uint16_t>(b >> 16))), mgt::flushed(acc));
-  return mgt::fma_flushed(mgt::flushed(bf16_value(static_cast<uint16_t>(a))),
-                          mgt::flushed(bf16_value(static_cast<uint16_t>(b))), mgt::flushed(acc));
+  return mgt::fast_bf16_chain(
+      2, [&](int64_t t) { return pair_element(a, t); }, [&](int64_t t) { return pair_element(b, t); }, acc);
 }
 
 // The same step with tininess decided before rounding (the old emulation's
 // rule: only a result the subnormal range rounds to is flushed).
 float pair_step_flushing_denormals(uint32_t a, uint32_t b, float acc) {
-  acc = mgt::flushed(std::fma(bf16_value(static_cast<uint16_t>(a >> 16)), bf16_value(static_cast<uint16_t>(b >> 16)),
-                              mgt::flushed(acc)));
-  return mgt::flushed(
-      std::fma(bf16_value(static_cast<uint16_t>(a)), bf16_value(static_cast<uint16_t>(b)), mgt::flushed(acc)));
+  acc = mgt::flushed(std::fma(pair_element(a, 1), pair_element(b, 1), mgt::flushed(acc)));
+  return mgt::flushed(std::fma(pair_element(a, 0), pair_element(b, 0), mgt::flushed(acc)));
 }
 
 TEST(Bf16PairTininess, EveryPairKernelFlushesAfterRounding) {

@@ -648,6 +648,47 @@ TEST_P(OpsIsa, FastBf16GemmsGiveThePairChains) {
   }
 }
 
+// The padding of an odd reduction is a term of its own: fma(+0, +0, acc)
+// turns an accumulated -0 into +0 (round to nearest: -0 + +0 = +0), and a
+// last term of -0 then leaves +0. Three terms x * w: -2^-140 (flushed to
+// -0 from the +0 start), -2^-140 (-0 + -2^-140 flushed: -0), the padding
+// (+0), then -0 * 1 (+0 + -0 = +0): y is +0, where a chain that skipped
+// the padding would end at -0. The weight grad reduces over the same
+// three rows. Worked by hand, and the instruction's bits.
+TEST(FastBf16Ops, OddReductionsEndWithThePaddingTerm) {
+  const float a[3] = {-0x1p-70f, -0x1p-70f, -0.0f}, b[3] = {0x1p-70f, 0x1p-70f, 1.0f};
+  for (moegrad_isa isa : {MOEGRAD_ISA_SCALAR, MOEGRAD_ISA_AVX512}) {
+    if (!moegrad_isa_available(isa)) continue;
+    const auto ctx = make_context(isa, 1, true);
+    GemmCase c;
+    c.dtype = DType::kBF16, c.counts = {1}, c.K = 3, c.N = 1;
+    ForwardRun f(c);
+    for (int64_t k = 0; k < 3; ++k) {
+      f.x.set_float(f.x.offset({0, k}), a[k]);
+      f.w.set_float(f.w.offset({0, k, 0}), b[k]);
+    }
+    const Outcome fo = call(f.args, ctx.get());
+    if (fo.status == MOEGRAD_STATUS_ISA_UNAVAILABLE && isa == MOEGRAD_ISA_AVX512) {
+      ASSERT_FALSE(moegrad::runtime::cpu_features().avx512bf16) << "fast bf16 refused on a CPU with AVX512_BF16";
+      continue;
+    }
+    const std::string what = run_label(isa, 1);
+    ASSERT_TRUE(fo.ok()) << what << ": " << fo.describe();
+    EXPECT_EQ(bit_values(f.y), std::vector<uint64_t>{0u}) << what << " forward";
+    EXPECT_TRUE(forward_is_chain(c, f, Order::kFastBf16)) << what;
+    c.counts = {3}, c.K = 1;
+    WeightGradRun w(c, false);
+    for (int64_t i = 0; i < 3; ++i) {
+      w.x.set_float(w.x.offset({i, 0}), a[i]);
+      w.gy.set_float(w.gy.offset({i, 0}), b[i]);
+    }
+    const Outcome wo = call(w.args, ctx.get());
+    ASSERT_TRUE(wo.ok()) << what << ": " << wo.describe();
+    EXPECT_EQ(bit_values(w.gw), std::vector<uint64_t>{0u}) << what << " weight grad";
+    EXPECT_TRUE(weight_grad_is_chain(c, w, Order::kFastBf16)) << what;
+  }
+}
+
 // A context in the fast bf16 mode whose path has no pair kernel (avx2)
 // refuses to plan a bf16 GEMM, as grad-x does, and leaves the output
 // untouched; f32 runs, in the exact order.

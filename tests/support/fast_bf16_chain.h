@@ -3,13 +3,14 @@
 // (src/kernels/scalar/bf16_pairs__scalar.cpp): the terms a(t) * b(t), t <
 // terms, padded with one zero term to even length, then for each pair m
 // ascending, term 2m+1 and then term 2m, each an fp32 FMA into the sum,
-// from +0.0 (or `start`). Every input that is denormal reads as a zero of its sign; every
-// result that is tiny becomes a zero of its sign, tininess detected after
-// rounding as on x86: the exact value, rounded to nearest-even with 24 bits
-// and an unbounded exponent, is below 2^-126 - that is, the exact value is
-// below 2^-126 - 2^-151 in magnitude (at that midpoint the tie goes to
-// 2^-126, whose significand is even). (A missing pair element is a zero
-// term: fma(0, 0, acc) is acc, so the loop skips it.)
+// from +0.0 (or `start`). The padding is a term like the others:
+// fma(+0, +0, acc) is acc except for acc = -0, which it turns into +0
+// (-0 + +0 rounds to +0). Every input that is denormal reads as a zero of
+// its sign; every result that is tiny becomes a zero of its sign,
+// tininess detected after rounding as on x86: the exact value, rounded to
+// nearest-even with 24 bits and an unbounded exponent, is below 2^-126 -
+// that is, the exact value is below 2^-126 - 2^-151 in magnitude (at that
+// midpoint the tie goes to 2^-126, whose significand is even).
 #pragma once
 
 #include <cmath>
@@ -37,7 +38,8 @@ template <typename A, typename B>
 float fast_bf16_chain(int64_t terms, A a, B b, float start = 0.0f) {
   float acc = start;
   for (int64_t m = 0; 2 * m < terms; ++m) {
-    if (2 * m + 1 < terms) acc = fma_flushed(flushed(a(2 * m + 1)), flushed(b(2 * m + 1)), flushed(acc));
+    const bool padded = 2 * m + 1 == terms;
+    acc = fma_flushed(padded ? 0.0f : flushed(a(2 * m + 1)), padded ? 0.0f : flushed(b(2 * m + 1)), flushed(acc));
     acc = fma_flushed(flushed(a(2 * m)), flushed(b(2 * m)), flushed(acc));
   }
   return acc;

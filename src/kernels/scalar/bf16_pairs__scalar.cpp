@@ -40,14 +40,13 @@ float fma_ftz(float a, float b, float c) {
   return std::fabs(std::fma(a * 0x1p32f, b, c * 0x1p32f)) < 0x1p-94f ? std::copysign(0.0f, r) : r;
 }
 
-float bf16_bits_to_f32(uint32_t h) { return bf16_to_f32(static_cast<uint16_t>(h)); }
+// daz(bf16 value) for the low 16 bits of h.
+float bf16_daz(uint32_t h) { return flush_denormal(bf16_to_f32(static_cast<uint16_t>(h))); }
 
 // One vdpbf16ps lane: acc += hi(a)*hi(b), then += lo(a)*lo(b).
 float dot_pair(uint32_t a, uint32_t b, float acc) {
-  acc = fma_ftz(flush_denormal(bf16_bits_to_f32(a >> 16)), flush_denormal(bf16_bits_to_f32(b >> 16)),
-                flush_denormal(acc));
-  return fma_ftz(flush_denormal(bf16_bits_to_f32(a & 0xffffu)), flush_denormal(bf16_bits_to_f32(b & 0xffffu)),
-                 flush_denormal(acc));
+  acc = fma_ftz(bf16_daz(a >> 16), bf16_daz(b >> 16), flush_denormal(acc));
+  return fma_ftz(bf16_daz(a & 0xffffu), bf16_daz(b & 0xffffu), flush_denormal(acc));
 }
 
 #include "kernels/pack_pairs_strided.inc"

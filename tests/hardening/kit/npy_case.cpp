@@ -197,6 +197,25 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
   return c;
 }
 
+// What a loaded file must be, read from its own bytes: the magic, a
+// version 1.0, 2.0 or 3.0, and exactly its header plus the data the
+// loaded shape needs (the reader refuses trailing bytes, README ".npy").
+std::string accepted_file_is_whole(const uint8_t* data, size_t size, const NpyArray& a) {
+  if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return "NpyArray::load accepted a file without the magic";
+  if (data[6] < 1 || data[6] > 3 || data[7] != 0) return "NpyArray::load accepted an unknown version";
+  const size_t prefix = data[6] == 1 ? 10 : 12;
+  if (size < prefix) return "NpyArray::load accepted a file shorter than its prefix";
+  uint64_t header_len = data[8] | (uint64_t{data[9]} << 8);
+  if (data[6] > 1) header_len |= (uint64_t{data[10]} << 16) | (uint64_t{data[11]} << 24);
+  uint64_t bytes = static_cast<uint64_t>(element_bytes(a.dtype()));
+  for (int64_t d : a.shape())
+    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
+      return "NpyArray::load accepted a shape whose byte count does not fit";
+  if (bytes > size || prefix + header_len + bytes != size)
+    return "NpyArray::load accepted a file that is not its header plus its data, exactly";
+  return "";
+}
+
 std::string check_load(const uint8_t* data, size_t size) {
   MemFile file(data, size);
   if (!file.ok()) return "cannot write the input to a memfd or a temporary file to load it";
@@ -208,6 +227,7 @@ std::string check_load(const uint8_t* data, size_t size) {
           !std::equal(a.shape().begin(), a.shape().end(), canonical->shape.begin(), canonical->shape.end()))
         return "NpyArray::load read a file in numpy's form as another dtype, order or shape";
     }
+    if (const std::string e = accepted_file_is_whole(data, size, a); !e.empty()) return e;
     const DLTensor& t = a.tensor();
     const int eb = element_bytes(a.dtype());
     if (t.ndim != static_cast<int32_t>(a.shape().size())) return "tensor ndim != header rank";

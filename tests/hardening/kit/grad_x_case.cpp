@@ -794,6 +794,17 @@ std::string check_case(Case& c) {
     if (!r3.ok()) return "rerun on " + std::to_string(c.plan_threads) + " threads failed: " + r3.describe() + "; " + what;
     if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K); !d.empty())
       return "the planned path on " + std::to_string(c.plan_threads) + " threads differs: " + d + "; " + what;
+  } else {
+    // One thread: the planned path once more through the one-shot call
+    // (moegrad_grad_x_run plans, takes its own workspace and runs), which
+    // no other run takes.
+    p.grad_x.fill_words(c.gx_poison ^ 0xA5A5A5A5u);
+    const moegrad_status s = moegrad_grad_x_run(&c.args, opt.plan_ctx);
+    if (s != MOEGRAD_STATUS_SUCCESS)
+      return std::string("one-shot rerun failed: ") + moegrad_status_string(s) + " (\"" + moegrad_last_error_message() +
+             "\"); " + what;
+    if (std::string d = compare_bits(read_grad_x(p.grad_x.dl()), got, K); !d.empty())
+      return "the one-shot call differs: " + d + "; " + what;
   }
   if (mxcsr_controls() != mxcsr) return "a rerun changed MXCSR's controls: " + what;
   return "";

@@ -15,7 +15,8 @@ tests/hardening/kit/grad_x_case.cpp reads them:
   [4..8] batch, top_k, G, N, K     [9..11] keep %, empty %, tail
   [12..16] layouts of grad_y, weight, idx, group_list, grad_x
            (>= 240: raw strides, one byte each follows)
-  [17] pad  [18] pad bytes (% 4; >= 0xE0 also: the aliasing fault, where
+  [17] pad (% 5; >= 0xE0 also: NULL data on the tensors without elements,
+  where no fault applies)  [18] pad bytes (% 4; >= 0xE0 also: the aliasing fault, where
   no other fault applies)  [19] isa (% 4; >= 0xC0 also: the fast bf16 mode)
   [20] plan threads (% 4; >= 0xC0 also: the row-vector engine forced,
   >= 0xE0 the packed one)  [21] misalign  [22] workspace fill  [23] grad_x poison
@@ -43,7 +44,7 @@ LAYOUTS = 8  # compact explicit padded reversed swap-inner negative broadcast ov
 
 
 def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None, shape_knobs=None,
-                layouts=None, extra=b"", pad_bytes=None, isa=None, threads=None):
+                layouts=None, extra=b"", pad=None, pad_bytes=None, isa=None, threads=None):
     """One input; a layout is an int (0..7) or a list [>= 240, raw strides...]."""
     b = bytearray()
     b.append(160 + fault if fault is not None else rng.randrange(160))
@@ -55,7 +56,7 @@ def grad_x_case(rng, fault=None, misuse=None, dtype=None, flags=None, dims=None,
     b.extend(shape_knobs if shape_knobs is not None else [rng.randrange(101), rng.randrange(60), rng.randrange(4)])
     for layout in layouts if layouts is not None else [rng.randrange(LAYOUTS) for _ in range(5)]:
         b.extend(layout if isinstance(layout, list) else [layout])
-    pad = rng.randrange(5)
+    pad = pad if pad is not None else rng.randrange(5)
     pad_bytes = pad_bytes if pad_bytes is not None else rng.randrange(4)
     isa = isa if isa is not None else rng.randrange(4)
     threads = threads if threads is not None else rng.randrange(4)
@@ -154,6 +155,16 @@ def grad_x_seeds():
                     shape_knobs=[rng.randrange(50, 101), rng.randrange(30), rng.randrange(4)],
                     layouts=[rng.choice([0, 0, 1, rng.randrange(7)]) for _ in range(4)] + [rng.choice([0, 0, 1, 2])])
                 n += 1
+    # NULL data on the tensors without elements (DLPack allows it): M = 0
+    # (no slot kept, no padding rows), so grad_y is empty, and
+    # expanded_row_idx too where it maps expanded rows (row_idx_type 0).
+    # FuzzCorpus tests that these decode to null_empty_data=1 and M=0.
+    for n in range(6):
+        flags = (rng.randrange(256) & ~0x94) | ((n % 2) << 2)
+        seeds[f"seed-null-empty-data-{n}"] = grad_x_case(
+            rng, fault=None, misuse=None, dtype=n % 3, flags=flags, shape_knobs=[0, rng.randrange(60), 0],
+            layouts=[rng.randrange(7) for _ in range(4)] + [rng.randrange(5)], pad=0xE0 | rng.randrange(5),
+            isa=rng.randrange(4))
     return seeds
 
 

@@ -102,7 +102,7 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
     const size_t from = at + tag.size();
     return described.substr(from, described.find(' ', from) - from);
   };
-  int faults = 0, misuses = 0, aliasing = 0, fast_bf16 = 0, engines = 0;
+  int faults = 0, misuses = 0, aliasing = 0, fast_bf16 = 0, engines = 0, null_data = 0;
   for (const std::string& file : corpus_files("grad_x")) {
     const std::string name = fs::path(file).filename().string();
     const auto bytes = read_bytes(file);
@@ -131,6 +131,11 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
       const std::string engine = name.substr(12, name.find('-', 12) - 12);
       EXPECT_EQ(field(d, "engine"), engine) << name << ":" << d;
       EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
+    } else if (name.rfind("seed-null-empty-data-", 0) == 0) {
+      ++null_data;
+      EXPECT_EQ(field(d, "null_empty_data"), "1") << name << ":" << d;
+      EXPECT_EQ(field(d, "M"), "0") << name << ":" << d;
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
     } else if (name == "seed-valid-big-n") {
       EXPECT_GT(std::stoi(field(d, "N")), 256) << d;
     } else if (name == "seed-valid-big-k") {
@@ -142,6 +147,7 @@ TEST(FuzzCorpus, SeedsDecodeToWhatTheyAreNamedFor) {
   EXPECT_EQ(aliasing, 20);
   EXPECT_EQ(fast_bf16, 12);
   EXPECT_EQ(engines, 18);
+  EXPECT_EQ(null_data, 6);
 }
 
 // Inputs of every length up to 64 made of one repeated byte: short and

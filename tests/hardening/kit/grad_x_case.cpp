@@ -127,6 +127,7 @@ struct Case {
   uint32_t gx_poison = 0;
   bool fast_bf16 = false;            // plan on a context in the fast bf16 mode
   bool aliasing = false;             // make the kAliasing fault if no other applies
+  bool null_empty_data = false;      // a valid case's tensors without elements get NULL data
   const char* alias_placement = "";  // kAliasing: how the two ranges meet
 };
 
@@ -211,10 +212,12 @@ void decode_spec(Bytes& in, Case& c) {
   s.idx_layout = pick_layout(in, false, &s.idx_strides, 1);
   s.gl_layout = pick_layout(in, false, &s.gl_strides, 1);
   s.gx_layout = pick_layout(in, true, &s.gx_strides, 2);
-  s.pad = in.u8() % 5;
-  // Two bytes whose low bits pick a value carry a switch in their top bits,
-  // so that the seeds written before the switches (top bits clear) decode
-  // as they did.
+  // Bytes whose low bits pick a value carry a switch in their top bits
+  // (these two, the ISA and thread bytes below), so that the seeds written
+  // before the switches (top bits clear) decode as they did.
+  const uint8_t pad = in.u8();
+  s.pad = pad % 5;
+  c.null_empty_data = pad >= 0xE0;
   const uint8_t pad_bytes = in.u8();
   s.pad_bytes = (pad_bytes % 4) * 8;
   c.aliasing = pad_bytes >= 0xE0;
@@ -601,6 +604,11 @@ void decode(const uint8_t* data, size_t size, Case& c) {
   c.args_ptr = &c.args;
   if (!apply_fault(in, c)) c.fault = Fault::kNone;
   decode_aliasing(in, c);
+  // DLPack: a tensor without elements may have NULL data (moegrad.h
+  // accepts it), e.g. grad_y and expanded_row_idx where no row is kept.
+  if (c.null_empty_data && c.fault == Fault::kNone)
+    for (TensorView& v : c.view)
+      if (!view_has_elements(v)) v.t.data = nullptr, v.t.byte_offset = 0;
   c.problem->grad_x.fill_words(c.gx_poison);
 }
 
@@ -619,7 +627,8 @@ std::string describe_case(const Case& c) {
   s += std::string(" misuse=") + misuse_name(c.misuse) + " raw_contents=" + (c.raw_contents ? "1" : "0") +
        " isa=" + moegrad_isa_name(c.isa) + " engine=" + (c.engine != nullptr ? c.engine : "default") +
        " plan_threads=" + std::to_string(c.plan_threads) +
-       " misalign=" + std::to_string(c.misalign) + " fast_bf16=" + (c.fast_bf16 ? "1" : "0");
+       " misalign=" + std::to_string(c.misalign) + " fast_bf16=" + (c.fast_bf16 ? "1" : "0") +
+       (c.null_empty_data ? " null_empty_data=1" : "");
   return s;
 }
 

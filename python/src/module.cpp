@@ -284,10 +284,11 @@ PYBIND11_MODULE(_moegrad, m) {
       .def(py::pickle([](const Context& c) { return c.state(); },
                       [](const py::tuple& t) { return Context::from_state(t); }))
       // Protocols 2 and up (copy, deepcopy, torch.save) go through the state
-      // above, subclasses included. Below 2, pickle would build the object
-      // through a base pybind11 cannot allocate, and abort: those rebuild it
-      // with the package's Python function (pickle cannot name an
-      // extension's).
+      // above, which is the three settings only: a subclass keeps its class
+      // but not its instance attributes. Below 2, pickle would build the
+      // object through a base pybind11 cannot allocate, and abort: those
+      // rebuild a plain Context with the package's Python function (pickle
+      // cannot name an extension's).
       .def("__reduce_ex__", [](const py::object& self, int protocol) -> py::object {
         if (protocol >= 2) return py::module_::import("builtins").attr("object").attr("__reduce_ex__")(self, protocol);
         return py::make_tuple(py::module_::import("moegrad").attr("_context_from_state"),

@@ -348,8 +348,12 @@ def test_a_context_is_copied_and_pickled_with_its_settings():
         assert twin is not ctx
 
     tagged = TaggedContext(num_threads=1)  # a subclass stays one from protocol 2
+    tagged.tag = "mine"
     for twin in (copy.deepcopy(tagged), pickle.loads(pickle.dumps(tagged, protocol=2))):
         assert type(twin) is TaggedContext and twin.num_threads == 1
+        assert not hasattr(twin, "tag")  # README: only the three settings travel
+    below_2 = pickle.loads(pickle.dumps(tagged, protocol=1))
+    assert type(below_2) is moegrad.Context and below_2.num_threads == 1
     default = pickle.loads(pickle.dumps(moegrad.Context()))
     assert (default.num_threads, default.isa, default.fast_bf16) == (moegrad.Context().num_threads,
                                                                       moegrad.Context().isa, False)

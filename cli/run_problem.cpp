@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "cli_error.h"
 #include "dense_bytes.h"
 #include "dl_tensor.h"
+#include "gib_text.h"
+#include "peak_rss.h"
 #include "random_data.h"
 
 namespace moegrad::cli {
@@ -22,8 +25,37 @@ uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_byt
   return bytes;
 }
 
-// Every size the run will allocate fits, checked before the routing is
-// built (a few GB for a large batch).
+// The bytes a run holds at once before its non-fused step: grad_y, weight,
+// the routing (expanded_row_idx and, while it is built, each slot's
+// expert: 16 bytes a slot) and two grad_x (the result and the determinism
+// rerun's). Each size fits in 64 bits (checked first).
+uint64_t fused_run_bytes(const RunShape& s) {
+  const int64_t m = s.batch * s.top_k;
+  const auto element = static_cast<uint64_t>(format_bytes(s.format));
+  uint64_t total = 0;
+  for (const uint64_t bytes : {checked_bytes({m, s.n}, element, "grad_y"),
+                               checked_bytes({s.experts, s.k, s.n}, element, "weight"),
+                               checked_bytes({m}, 16, "the routing"),
+                               checked_bytes({s.batch, s.k}, 2 * sizeof(float), "two grad_x")})
+    if (__builtin_add_overflow(total, bytes, &total)) usage_error("run: the shape's total size overflows 64 bits");
+  return total;
+}
+
+// Refused before anything is allocated: where the buffers together exceed
+// what the kernel says is available, each allocation alone may still
+// succeed (Linux overcommits), and filling them would get the process
+// killed part-way with no message. Where MemAvailable cannot be read, the
+// allocations report what does not fit.
+void check_fits_in_memory(const RunShape& s) {
+  const uint64_t need = fused_run_bytes(s);
+  const std::optional<uint64_t> available = bench::available_memory_bytes();
+  if (!available || need <= *available) return;
+  data_error("run: this shape needs " + gib_text(need) + " at once (grad_y, weight, the routing, two grad_x), " +
+             "more than the " + gib_text(*available) + " MemAvailable reports: choose a smaller shape");
+}
+
+// Every size the run will allocate fits in 64 bits, and all together in
+// memory, checked before the routing is built (a few GB for a large batch).
 const RunShape& checked_shape(const RunShape& s) {
   const int64_t m = s.batch * s.top_k;  // each < 2^31: no overflow
   if (m > std::numeric_limits<int32_t>::max()) {
@@ -33,6 +65,7 @@ const RunShape& checked_shape(const RunShape& s) {
   checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight");
   checked_bytes({s.batch, s.k}, sizeof(float), "grad_x");
   checked_bytes({m, s.k}, sizeof(float), "d_expanded_x (non-fused path)");
+  check_fits_in_memory(s);
   return s;
 }
 

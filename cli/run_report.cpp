@@ -51,6 +51,8 @@ void print_human(const RunReport& r) {
   if (r.have_nonfused) {
     std::printf("  non-fused   %.3f ms, max |fused - non-fused| = %.3g (bitwise equal: %s)\n",
                 r.nonfused_ms, r.nonfused_max_abs_diff, r.nonfused_identical ? "yes" : "no");
+  } else if (!r.nonfused_skipped.empty()) {
+    std::printf("  non-fused   not run: %s\n", r.nonfused_skipped.c_str());
   } else {
     std::printf("  non-fused   not available in this build\n");
   }
@@ -84,6 +86,7 @@ void print_json(const RunReport& r) {
   json_uint("nonfused_bytes", r.nonfused_bytes);
   json_number("workspace_ratio", ratio(r.workspace_bytes, r.nonfused_bytes));
   json_bool("nonfused_available", r.have_nonfused);
+  if (!r.nonfused_skipped.empty()) json_string("nonfused_skipped", r.nonfused_skipped);
   if (r.have_nonfused) {
     json_number("nonfused_ms", r.nonfused_ms);
     json_number("nonfused_max_abs_diff", r.nonfused_max_abs_diff);

@@ -24,6 +24,7 @@ struct RunReport {
   uint64_t nonfused_bytes = 0;  // 4*M*K: the d_expanded_x the non-fused path materialises
 
   bool have_nonfused = false;
+  std::string nonfused_skipped;  // why a build with the non-fused path did not run it (memory)
   double nonfused_ms = 0;
   double nonfused_max_abs_diff = 0;
   bool nonfused_identical = false;

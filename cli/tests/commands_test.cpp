@@ -3,7 +3,9 @@
 // under chosen MOEGRAD_* variables.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <utility>
@@ -127,26 +129,60 @@ TEST_F(CliTest, ARoutingTooLargeForMemorySaysSo) {
       << wide.err;
 }
 
+// MemAvailable from /proc/meminfo, read here apart from the CLI's reader;
+// nullopt where the kernel does not report it.
+std::optional<uint64_t> mem_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return std::nullopt;
+}
+
+// A shape whose buffers together exceed MemAvailable is refused before
+// anything is allocated: each allocation alone may succeed where Linux
+// overcommits, and filling them got the process killed part-way, with no
+// message. Here grad_y is 10^6 * 2^30 * 4 bytes (4 000 000 GiB), weight 4
+// GiB, the routing 16 * 10^6 bytes and two grad_x 8 * 10^6: 4000004.02 GiB.
+TEST_F(CliTest, ARunBeyondMemAvailableIsRefusedBeforeAnythingIsAllocated) {
+  if (!mem_available_bytes()) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the allocations report instead";
+  const RunResult r = run_moegrad(
+      {"run", "--batch", "1000000", "--top-k", "1", "--experts", "1", "--k", "1", "--n", "1073741824"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("run: this shape needs 4000004.02 GiB at once (grad_y, weight, the routing, two grad_x), "
+                       "more than the "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(" MemAvailable reports: choose a smaller shape"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
 // `run` allocates grad_y and weight before it builds the routing, so a shape
 // they do not fit in fails at once, naming the tensor. Building the routing
 // first took tens of GB (tables of G entries; of M) and, without a cap,
 // ended in the OOM killer (G = 2^31 - 1) or a minute late (M = 8e8). The
 // cap (2 GiB of address space) makes every large allocation fail here, so
-// the tensor the message names shows which was attempted first.
+// the tensor the message names shows which was attempted first. The shapes
+// fit in MemAvailable (the check before it, above), where it has 6 GiB.
 TEST_F(CliTest, ARunTooLargeForMemoryFailsOnItsTensorsBeforeBuildingItsRouting) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the cap leaves";
 #endif
+  if (mem_available_bytes().value_or(0) < (6ull << 30)) GTEST_SKIP() << "less than 6 GiB MemAvailable";
   RunOptions capped;
   capped.address_space_bytes = 2ull << 30;
-  // weight: 2147483647 * 8 * 8 * 4 bytes (its routing: 3 tables of G 8-byte entries, 51 GB).
-  expect_error({"run", "--batch", "4", "--top-k", "1", "--experts", "2147483647", "--k", "8", "--n", "8",
+  // weight: 16777216 * 8 * 8 * 4 bytes (its routing: 3 tables of G 8-byte entries, 0.4 GB).
+  expect_error({"run", "--batch", "4", "--top-k", "1", "--experts", "16777216", "--k", "8", "--n", "8",
                 "--threads", "1"},
-               1, "out of memory: cannot allocate 549755813632 bytes for weight", capped);
-  // grad_y: 800000000 * 8 * 4 bytes (its routing: 12.8 GB).
-  expect_error({"run", "--batch", "100000000", "--top-k", "8", "--experts", "8", "--k", "8", "--n", "8",
+               1, "out of memory: cannot allocate 4294967296 bytes for weight", capped);
+  // grad_y: 100000000 * 8 * 4 bytes (its routing: 1.6 GB).
+  expect_error({"run", "--batch", "12500000", "--top-k", "8", "--experts", "8", "--k", "8", "--n", "8",
                 "--threads", "1"},
-               1, "out of memory: cannot allocate 25600000000 bytes for grad_y", capped);
+               1, "out of memory: cannot allocate 3200000000 bytes for grad_y", capped);
 }
 
 TEST_F(CliTest, RunUsageErrors) {

@@ -6,6 +6,8 @@
 
 #include <string>
 
+#include "json_syntax.h"
+
 namespace moegrad::cli {
 namespace {
 
@@ -37,6 +39,48 @@ TEST(RunReportTest, WithoutTheNonfusedPathItsComparisonIsNotACheck) {
   r.have_nonfused = false;
   r.nonfused_identical = false;  // never computed
   EXPECT_TRUE(r.passed());
+}
+
+// Where d_expanded_x does not fit in memory, `run` skips the non-fused path
+// and says why, in both renderings; the run still passes on its other checks.
+TEST(RunReportTest, ASkippedNonfusedPathIsReportedWithItsReason) {
+  RunReport r = passing_report();
+  r.have_nonfused = false;
+  r.nonfused_identical = false;  // never computed
+  r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need 27.47 GiB, MemAvailable is 19.86 GiB";
+  EXPECT_TRUE(r.passed());
+  ::testing::internal::CaptureStdout();
+  print_human(r);
+  const std::string human = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(human.find("\n  non-fused   not run: its d_expanded_x (4*M*K) and grad_x need 27.47 GiB, "
+                       "MemAvailable is 19.86 GiB\n"),
+            std::string::npos)
+      << human;
+  EXPECT_EQ(human.find("not available in this build"), std::string::npos) << human;
+  ::testing::internal::CaptureStdout();
+  print_json(r);
+  const std::string json = ::testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(cli_test::is_single_json_object(json)) << json;
+  EXPECT_NE(json.find("\"nonfused_available\": false,\n  \"nonfused_skipped\": \"its d_expanded_x (4*M*K) and "
+                      "grad_x need 27.47 GiB, MemAvailable is 19.86 GiB\",\n"),
+            std::string::npos)
+      << json;
+  EXPECT_EQ(json.find("nonfused_ms"), std::string::npos) << json;
+}
+
+// A build without the non-fused path says that instead, and has no reason.
+TEST(RunReportTest, ABuildWithoutTheNonfusedPathSaysSo) {
+  RunReport r = passing_report();
+  r.have_nonfused = false;
+  ::testing::internal::CaptureStdout();
+  print_human(r);
+  const std::string human = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(human.find("\n  non-fused   not available in this build\n"), std::string::npos) << human;
+  ::testing::internal::CaptureStdout();
+  print_json(r);
+  const std::string json = ::testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(cli_test::is_single_json_object(json)) << json;
+  EXPECT_EQ(json.find("nonfused_skipped"), std::string::npos) << json;
 }
 
 TEST(RunReportTest, ThreadCountsAndTheReferenceBoundFailWithTheirOwnMessages) {

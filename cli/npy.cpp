@@ -122,17 +122,21 @@ NpyArray NpyArray::load(const std::string& path, std::string_view expected) {
         std::string_view(reinterpret_cast<const char*>(f.data() + prefix), header_len));
     const DtypeInfo& dt = parse_descr(header.descr, expected);
 
-    uint64_t count = 1;
+    // numpy's rule, whatever the order of the dimensions: the element size
+    // times the product of the nonzero dimensions fits in a signed 64-bit
+    // size; a zero dimension then makes the array empty.
+    uint64_t data_bytes = static_cast<uint64_t>(dt.bytes);
+    bool empty = false;
     for (const int64_t d : header.shape) {
-      if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count)) {
-        throw NpyError("shape " + shape_text(header.shape) + " overflows 64-bit element count");
+      if (d == 0) {
+        empty = true;
+      } else if (__builtin_mul_overflow(data_bytes, static_cast<uint64_t>(d), &data_bytes) ||
+                 data_bytes > static_cast<uint64_t>(INT64_MAX)) {
+        throw NpyError("shape " + shape_text(header.shape) + " is too large: " + std::to_string(dt.bytes) +
+                       "-byte elements times its nonzero dimensions exceed 2^63-1 bytes");
       }
     }
-    uint64_t data_bytes = 0;
-    if (__builtin_mul_overflow(count, static_cast<uint64_t>(dt.bytes), &data_bytes) ||
-        count > static_cast<uint64_t>(INT64_MAX)) {
-      throw NpyError("shape " + shape_text(header.shape) + " overflows 64-bit byte size");
-    }
+    if (empty) data_bytes = 0;
     const std::size_t data_offset = prefix + header_len;
     const uint64_t available = f.size() - data_offset;
     if (available < data_bytes) {

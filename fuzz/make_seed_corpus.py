@@ -218,6 +218,9 @@ def npy_seeds():
     s["seed-missing-key"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'shape': (2,), }")
     s["seed-shape-no-comma"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (2), }")
     s["seed-shape-overflow"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }")
+    # numpy refuses this too, although it has no elements: the nonzero
+    # dimensions are 2^64 elements.
+    s["seed-shape-too-big-empty"] = npy("<f4", (0, 4294967296, 4294967296))
     s["seed-dim-too-big"] = npy("<f4", (2,), header_override="{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }")
     s["seed-truncated-data"] = npy("<f4", (4, 4))[:-5]
     s["seed-extra-data"] = npy("<f4", (2,)) + b"\x00\x01"

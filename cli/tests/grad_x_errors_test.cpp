@@ -123,7 +123,13 @@ TEST_F(GradXErrorTest, MalformedNpy) {
        "structured"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4611686018427387904, 8)}",
                 data),
-       "overflows"},
+       "is too large: 4-byte elements times its nonzero dimensions exceed 2^63-1 bytes"},
+      // numpy refuses these whatever the place of the zero ("array is too
+      // big"): the nonzero dimensions alone are 2^64 elements.
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4294967296, 4294967296)}", ""),
+       "is too large"},
+      {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 0)}", ""),
+       "is too large"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", data),
        "dimension too large"},
       {npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (015, 7)}", data),
@@ -188,10 +194,13 @@ TEST_F(GradXErrorTest, ShapeAndContentRules) {
   write_file("w2d.npy", npy_array("<f4", {p_.k, p_.n}, std::vector<float>(p_.k * p_.n, 1.0f)));
   expect_error(with("--weight", path("w2d.npy")), kData,
                "has shape (5, 7); expected 3 dimensions [G, K, N] (MOEGRAD_STATUS_BAD_RANK)");
-  // An empty weight whose K alone makes grad_x larger than 64-bit sizes.
-  write_file("wk62.npy", npy_file(numpy_dict("<f4", {0, int64_t{1} << 62, p_.n}), ""));
-  expect_error(with("--weight", path("wk62.npy")), kData,
-               "grad_x [6, 4611686018427387904] overflows 64-bit size (MOEGRAD_STATUS_SIZE_OVERFLOW)");
+  // An empty weight whose K makes grad_x larger than 64-bit sizes: K = 2^58
+  // (numpy's limit: 4 * 2^58 * 7 bytes stays below 2^63) and --batch 16,
+  // 16 * 2^58 * 4 = 2^64 bytes.
+  write_file("wk58.npy", npy_file(numpy_dict("<f4", {0, int64_t{1} << 58, p_.n}), ""));
+  std::vector<std::string> wide = with("--weight", path("wk58.npy"));
+  *(std::find(wide.begin(), wide.end(), "--batch") + 1) = "16";
+  expect_error(wide, kData, "grad_x [16, 288230376151711744] overflows 64-bit size (MOEGRAD_STATUS_SIZE_OVERFLOW)");
   // A 0-d index array is read fine; the library names the rank rule.
   write_file("idx0d.npy", npy_file(numpy_dict("<i8", {}), raw_bytes(std::vector<int64_t>{3})));
   expect_error(with("--row-idx", path("idx0d.npy")), kData, "MOEGRAD_STATUS_BAD_RANK");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -187,19 +188,24 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
   while (eat(" ")) {
   }
   if (h != "\n") return {};
-  uint64_t count = 1;
-  for (int64_t d : c.shape)
-    if (__builtin_mul_overflow(count, static_cast<uint64_t>(d), &count)) return {};
-  uint64_t want = 0;
-  if (__builtin_mul_overflow(count, static_cast<uint64_t>(element_bytes(c.dtype)), &want) ||
-      size - prefix - header_len != want)
-    return {};
+  // numpy makes no array whose element size times nonzero dimensions
+  // exceeds 2^63 - 1 bytes ("array is too big"), even an empty one.
+  uint64_t nonzero_bytes = static_cast<uint64_t>(element_bytes(c.dtype));
+  bool empty = false;
+  for (int64_t d : c.shape) {
+    if (d == 0) empty = true;
+    else if (__builtin_mul_overflow(nonzero_bytes, static_cast<uint64_t>(d), &nonzero_bytes) ||
+             nonzero_bytes > static_cast<uint64_t>(INT64_MAX))
+      return {};
+  }
+  if (size - prefix - header_len != (empty ? 0 : nonzero_bytes)) return {};
   return c;
 }
 
 // What a loaded file must be, read from its own bytes: the magic, a
-// version 1.0, 2.0 or 3.0, and exactly its header plus the data the
-// loaded shape needs (the reader refuses trailing bytes, README ".npy").
+// version 1.0, 2.0 or 3.0, a shape numpy could make, and exactly its
+// header plus the data that shape needs (the reader refuses trailing
+// bytes, README ".npy").
 std::string accepted_file_is_whole(const uint8_t* data, size_t size, const NpyArray& a) {
   if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return "NpyArray::load accepted a file without the magic";
   if (data[6] < 1 || data[6] > 3 || data[7] != 0) return "NpyArray::load accepted an unknown version";
@@ -207,10 +213,15 @@ std::string accepted_file_is_whole(const uint8_t* data, size_t size, const NpyAr
   if (size < prefix) return "NpyArray::load accepted a file shorter than its prefix";
   uint64_t header_len = data[8] | (uint64_t{data[9]} << 8);
   if (data[6] > 1) header_len |= (uint64_t{data[10]} << 16) | (uint64_t{data[11]} << 24);
-  uint64_t bytes = static_cast<uint64_t>(element_bytes(a.dtype()));
-  for (int64_t d : a.shape())
-    if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes))
-      return "NpyArray::load accepted a shape whose byte count does not fit";
+  uint64_t bytes = static_cast<uint64_t>(element_bytes(a.dtype()));  // numpy's limit, as canonical_npy
+  bool empty = false;
+  for (int64_t d : a.shape()) {
+    if (d == 0) empty = true;
+    else if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
+             bytes > static_cast<uint64_t>(INT64_MAX))
+      return "NpyArray::load accepted a shape numpy calls too big";
+  }
+  if (empty) bytes = 0;
   if (bytes > size || prefix + header_len + bytes != size)
     return "NpyArray::load accepted a file that is not its header plus its data, exactly";
   return "";

@@ -33,6 +33,7 @@ haswell="Haswell-v4,-pcid,-x2apic,-tsc-deadline,-invpcid,-spec-ctrl"
 skipped="Seed/LargeTokens.*:Fork.*:ForkFirstUse.*:CliTest.ARoutingTooLargeForMemorySaysSo"
 skipped+=":GradXErrorTest.AnOutputTooLargeForMemoryNamesItsShape"
 skipped+=":GradXErrorTest.AShapeErrorIsReportedBeforeGradXIsGivenMemory"
+skipped+=":CliTest.ARunTooLargeForMemoryFailsOnItsTensorsBeforeBuildingItsRouting"
 skipped+=":BenchCommand.EachPathsPeakRssCountsOnlyWhatItHolds"
 tests=(build/bin/*_test)
 

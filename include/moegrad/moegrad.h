@@ -154,8 +154,10 @@ MOEGRAD_API int moegrad_isa_available(moegrad_isa isa);
 
 /* ---- context --------------------------------------------------------------
  * A context holds a thread pool and the settings a run uses. Its threads
- * start at its first run, or when moegrad_context_set_num_threads asks for
- * another count (so a count set before running is the only one started).
+ * start at its first run or its first moegrad_context_set_num_threads call,
+ * whichever comes first, and again when a later call asks for another
+ * count (so a count set before running is the only one started). They
+ * inherit the CPU affinity mask of the thread that starts them.
  * Defaults come from the environment when it is created:
  *   MOEGRAD_NUM_THREADS=N     (N >= 1; default: the CPUs in the creating
  *     thread's affinity mask, i.e. what taskset, a cpuset or an OpenMP

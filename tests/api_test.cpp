@@ -278,9 +278,17 @@ TEST(Context, MoveKeepsTheContext) {
   a.set_num_threads(3);
   moegrad::Context b(std::move(a));
   EXPECT_EQ(b.num_threads(), 3);
+  EXPECT_EQ(a.get(), nullptr);  // NOLINT(bugprone-use-after-move): what a move leaves
   moegrad::Context c;
+  c.set_num_threads(2);
   c = std::move(b);
   EXPECT_EQ(c.num_threads(), 3);
+  // Move assignment releases c's own context: it used to swap, so b went on
+  // holding c's two-thread context (and its pool) until b was destroyed.
+  EXPECT_EQ(b.get(), nullptr);  // NOLINT(bugprone-use-after-move)
+  moegrad::Context& same = c;
+  c = std::move(same);
+  EXPECT_EQ(c.num_threads(), 3) << "a self-move keeps the context";
 }
 
 // ---- executor lifecycle and workspace --------------------------------------------
@@ -495,6 +503,36 @@ TEST(Cpp, ExecutorAndOneShotMatchTheCApi) {
     moegrad::grad_x(call.args, ctx);
     EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::grad_x"));
   }
+}
+
+// A moved-from executor, by construction or assignment, holds no plan: it
+// reports no workspace and its run throws NULL_POINTER, writing nothing.
+// Assignment used to swap, so the source ran the target's old plan.
+TEST(Cpp, AMovedFromExecutorHoldsNoPlan) {
+  const Problem p(api_spec(1));
+  const auto want = reference_contract_order(p);
+  moegrad::Context ctx;
+  HostTensor gx = p.make_grad_x(), other_gx = p.make_grad_x();
+  Call call(p, gx), other(p, other_gx);
+  moegrad::GradXExecutor a(call.args, ctx), b(other.args, ctx);
+  ASSERT_GT(a.workspace_bytes(), 0u);
+  b = std::move(a);
+  EXPECT_EQ(a.workspace_bytes(), 0u);  // NOLINT(bugprone-use-after-move)
+  std::vector<std::byte> ws(b.workspace_bytes());
+  try {
+    a.run(ws.data(), ws.size(), ctx);  // NOLINT(bugprone-use-after-move)
+    ADD_FAILURE() << "a moved-from executor ran";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_NULL_POINTER) << e.what();
+  }
+  EXPECT_TRUE(gx.all_sentinel() && other_gx.all_sentinel()) << "a failed run wrote grad_x";
+  moegrad::GradXExecutor& same = b;
+  b = std::move(same);
+  b.run(ws.data(), ws.size(), ctx);
+  EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "the plan moved into b, after a self-move"));
+  EXPECT_TRUE(other_gx.all_sentinel()) << "b's own plan, released by the move, ran";
+  moegrad::GradXExecutor c(std::move(b));
+  EXPECT_EQ(b.workspace_bytes(), 0u);  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(Cpp, ErrorsThrowWithStatusAndMessage) {

@@ -4,7 +4,8 @@
 #  - moegrad.h and moegrad_layer.h as C89 (ISO and GNU) to C17, and as C++98
 #    to C++20 with or without exceptions: the C API everywhere;
 #  - moegrad_layer.h's C++ wrappers (and moegrad.hpp) from C++14 on with
-#    exceptions, absent otherwise or under MOEGRAD_NO_CXX_API;
+#    exceptions, also where it is included inside extern "C", absent
+#    otherwise or under MOEGRAD_NO_CXX_API;
 #  - moegrad.hpp alone below C++14 or without exceptions: one #error that
 #    says why and points at moegrad.h.
 # usage: header_modes_test.sh CC CXX INCLUDE_DIR
@@ -29,6 +30,14 @@ cat >"$dir/wrappers.cpp" <<'SRC'
 int main() { return sizeof(moegrad::OpExecutor) == 0; }
 SRC
 printf '#include <moegrad/moegrad.hpp>\nint main() { return 0; }\n' >"$dir/hpp.cpp"
+# A C header included the legacy way, inside extern "C": its C++ part
+# (standard headers with templates) must still compile.
+cat >"$dir/extern_c.cpp" <<'SRC'
+extern "C" {
+#include <moegrad/moegrad_layer.h>
+}
+int main() { return sizeof(moegrad::OpExecutor) == 0; }
+SRC
 
 compiles() { # compiler, flags..., source: quietly, into $dir/log
   "$@" -Wall -Wextra -Wpedantic -Werror -I"$include" -fsyntax-only >"$dir/log" 2>&1
@@ -45,6 +54,9 @@ for std in c++98 c++11 c++14 c++17 c++20; do
     if compiles "$cxx" -std=$std $exceptions "$dir/wrappers.cpp"; then got=yes; else got=no; fi
     [ $got = $wrappers ] || fail "moegrad::OpExecutor as $std $exceptions: expected '$wrappers', got '$got'"
   done
+done
+for std in c++14 c++17 c++20; do
+  compiles "$cxx" -std=$std "$dir/extern_c.cpp" || fail "moegrad_layer.h inside extern \"C\" as $std: $(head -3 "$dir/log")"
 done
 if compiles "$cxx" -std=c++17 -DMOEGRAD_NO_CXX_API "$dir/wrappers.cpp"; then
   fail "MOEGRAD_NO_CXX_API left the C++ wrappers in"

@@ -43,8 +43,9 @@ inline void check(moegrad_status status) {
   if (status != MOEGRAD_STATUS_SUCCESS) throw Error(status, moegrad_last_error_message());
 }
 
-// Owns a moegrad_context. A moved-from Context holds none, and a call given
-// it runs on the default context, as the C API does for NULL.
+// Owns a moegrad_context. A moved-from Context holds none (move assignment
+// destroys the one it held), and a call given it runs on the default
+// context, as the C API does for NULL.
 class Context {
  public:
   Context() { check(moegrad_context_create(&ctx_)); }
@@ -53,7 +54,10 @@ class Context {
   Context& operator=(const Context&) = delete;
   Context(Context&& other) noexcept : ctx_(std::exchange(other.ctx_, nullptr)) {}
   Context& operator=(Context&& other) noexcept {
-    std::swap(ctx_, other.ctx_);
+    if (this != &other) {
+      moegrad_context_destroy(ctx_);
+      ctx_ = std::exchange(other.ctx_, nullptr);
+    }
     return *this;
   }
 
@@ -77,7 +81,8 @@ class Context {
   moegrad_context* ctx_ = nullptr;
 };
 
-// A planned, single-use grad-x run.
+// A planned, single-use grad-x run. A moved-from executor holds no plan
+// (workspace_bytes() 0; run throws NULL_POINTER).
 class GradXExecutor {
  public:
   GradXExecutor(const moegrad_grad_x_args& args, const Context& ctx) {
@@ -87,10 +92,13 @@ class GradXExecutor {
   GradXExecutor(const GradXExecutor&) = delete;
   GradXExecutor& operator=(const GradXExecutor&) = delete;
   GradXExecutor(GradXExecutor&& other) noexcept
-      : ex_(std::exchange(other.ex_, nullptr)), workspace_bytes_(other.workspace_bytes_) {}
+      : ex_(std::exchange(other.ex_, nullptr)), workspace_bytes_(std::exchange(other.workspace_bytes_, 0)) {}
   GradXExecutor& operator=(GradXExecutor&& other) noexcept {
-    std::swap(ex_, other.ex_);
-    std::swap(workspace_bytes_, other.workspace_bytes_);
+    if (this != &other) {
+      moegrad_executor_destroy(ex_);
+      ex_ = std::exchange(other.ex_, nullptr);
+      workspace_bytes_ = std::exchange(other.workspace_bytes_, 0);
+    }
     return *this;
   }
 

@@ -224,6 +224,10 @@ MOEGRAD_API moegrad_status moegrad_moe_init_routing_grad_run(const moegrad_moe_i
 #if defined(__cplusplus) && __cplusplus >= 201402L && (defined(__cpp_exceptions) || defined(__EXCEPTIONS)) && \
     !defined(MOEGRAD_NO_CXX_API)
 
+/* C++ linkage, also where a program includes this C header inside
+ * extern "C" { }: the standard headers below declare templates. */
+extern "C++" {
+
 #include <moegrad/moegrad.hpp>
 
 #include <cstddef>
@@ -232,6 +236,7 @@ MOEGRAD_API moegrad_status moegrad_moe_init_routing_grad_run(const moegrad_moe_i
 namespace moegrad {
 
 /* A planned, single-use run of a layer operator (RAII over moegrad_op_executor).
+ * A moved-from one holds no plan (workspace_bytes() 0; run throws NULL_POINTER).
  *   moegrad::OpExecutor ex(args, ctx);            // validate + plan (throws moegrad::Error)
  *   std::vector<unsigned char> ws(ex.workspace_bytes());  // <vector>
  *   ex.run(ws.data(), ws.size(), ctx); */
@@ -256,11 +261,14 @@ class OpExecutor {
   OpExecutor(const OpExecutor&) = delete;
   OpExecutor& operator=(const OpExecutor&) = delete;
   OpExecutor(OpExecutor&& o) noexcept
-      : ex_(std::exchange(o.ex_, nullptr)), workspace_bytes_(o.workspace_bytes_), run_(o.run_) {}
+      : ex_(std::exchange(o.ex_, nullptr)), workspace_bytes_(std::exchange(o.workspace_bytes_, 0)), run_(o.run_) {}
   OpExecutor& operator=(OpExecutor&& o) noexcept {
-    std::swap(ex_, o.ex_);
-    std::swap(workspace_bytes_, o.workspace_bytes_);
-    std::swap(run_, o.run_);
+    if (this != &o) {
+      moegrad_op_executor_destroy(ex_);
+      ex_ = std::exchange(o.ex_, nullptr);
+      workspace_bytes_ = std::exchange(o.workspace_bytes_, 0);
+      run_ = o.run_;
+    }
     return *this;
   }
 
@@ -291,6 +299,8 @@ inline void moe_init_routing_grad(const moegrad_moe_init_routing_grad_args& a, c
 }
 
 } /* namespace moegrad */
+
+} /* extern "C++" */
 
 #endif /* the C++ wrappers */
 

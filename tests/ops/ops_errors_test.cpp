@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -426,6 +427,32 @@ TEST(OpsErrors, C_PlusPlusLayerThrows) {
   ex.run(ws.data(), ws.size(), ctx);
   EXPECT_THROW(ex.run(ws.data(), ws.size(), ctx), moegrad::Error);
   EXPECT_NO_THROW(moegrad::grouped_matmul(fx.args, ctx));
+}
+
+// A moved-from OpExecutor holds no plan: no workspace, and its run throws
+// NULL_POINTER without writing. Assignment used to swap, so the source went
+// on to run the target's old plan (here a weight grad, into gw).
+TEST(OpsErrors, C_PlusPlusAMovedFromExecutorHoldsNoPlan) {
+  MatmulFx mm;
+  WeightGradFx wg;
+  moegrad::Context ctx;
+  moegrad::OpExecutor forward(mm.args, ctx), weight_grad(wg.args, ctx);
+  weight_grad = std::move(forward);
+  EXPECT_EQ(forward.workspace_bytes(), 0u);  // NOLINT(bugprone-use-after-move)
+  std::vector<std::byte> ws(std::max(weight_grad.workspace_bytes(), size_t{64}));
+  try {
+    forward.run(ws.data(), ws.size(), ctx);  // NOLINT(bugprone-use-after-move)
+    ADD_FAILURE() << "a moved-from executor ran";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_NULL_POINTER) << e.what();
+  }
+  EXPECT_TRUE(wg.gw.all_sentinel()) << "the weight grad's plan, released by the move, ran";
+  EXPECT_TRUE(mm.y.all_sentinel());
+  weight_grad.run(ws.data(), ws.size(), ctx);  // the forward's plan
+  EXPECT_FALSE(mm.y.all_sentinel());
+  EXPECT_TRUE(wg.gw.all_sentinel());
+  moegrad::OpExecutor moved(std::move(weight_grad));
+  EXPECT_EQ(weight_grad.workspace_bytes(), 0u);  // NOLINT(bugprone-use-after-move)
 }
 
 TEST(OpsErrors, NewStatusStringsNameThemselves) {

@@ -208,6 +208,10 @@ int cmd_run(std::span<char* const> args) {
                 std::to_string(shape.experts) + " (each token picks distinct experts)");
   }
 
+  // Its threads start at set_num_threads or its first run, after the inputs
+  // are made (on every core): its count is known before.
+  moegrad::Context ctx;
+  check_run_shape(shape, threads ? static_cast<int32_t>(*threads) : ctx.num_threads());
   RunReport r;
   r.shape = shape;
   const RunProblem problem(shape);
@@ -216,7 +220,6 @@ int cmd_run(std::span<char* const> args) {
   const GradXBuffer fused = problem.make_grad_x("grad_x");
   r.inputs_s = ms_since(start) / 1000.0;
 
-  moegrad::Context ctx;
   if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
   r.threads = ctx.num_threads();
   r.isa = moegrad_isa_name(ctx.isa());

@@ -25,18 +25,23 @@ uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_byt
   return bytes;
 }
 
-// The bytes a run holds at once before its non-fused step: grad_y, weight,
-// the routing (expanded_row_idx and, while it is built, each slot's
-// expert: 16 bytes a slot) and two grad_x (the result and the determinism
-// rerun's). Each size fits in 64 bits (checked first).
-uint64_t fused_run_bytes(const RunShape& s) {
+// About the bytes a run holds at once before its non-fused step: grad_y,
+// weight, the routing (while it is built, 16 bytes a slot and 24 an
+// expert: routing.cpp), two grad_x (the result and the determinism
+// rerun's) and the workspace (README: 5 bytes a row, 1 a token, 24 an
+// expert, and its workers' regions, a few MiB each: 16 MiB a thread
+// bounds them). Each size fits in 64 bits (checked first).
+uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
   const int64_t m = s.batch * s.top_k;
   const auto element = static_cast<uint64_t>(format_bytes(s.format));
   uint64_t total = 0;
   for (const uint64_t bytes : {checked_bytes({m, s.n}, element, "grad_y"),
                                checked_bytes({s.experts, s.k, s.n}, element, "weight"),
-                               checked_bytes({m}, 16, "the routing"),
-                               checked_bytes({s.batch, s.k}, 2 * sizeof(float), "two grad_x")})
+                               checked_bytes({m}, 16 + 5, "the routing and the workspace's row tables"),
+                               checked_bytes({s.experts}, 24 + 24, "the routing and the workspace's expert tables"),
+                               checked_bytes({s.batch}, 2 * sizeof(float) * static_cast<uint64_t>(s.k) + 1,
+                                             "two grad_x and the workspace's token table"),
+                               checked_bytes({threads}, uint64_t{16} << 20, "the workers' regions")})
     if (__builtin_add_overflow(total, bytes, &total)) usage_error("run: the shape's total size overflows 64 bits");
   return total;
 }
@@ -46,16 +51,17 @@ uint64_t fused_run_bytes(const RunShape& s) {
 // succeed (Linux overcommits), and filling them would get the process
 // killed part-way with no message. Where MemAvailable cannot be read, the
 // allocations report what does not fit.
-void check_fits_in_memory(const RunShape& s) {
-  const uint64_t need = fused_run_bytes(s);
+void check_fits_in_memory(const RunShape& s, int32_t threads) {
+  const uint64_t need = fused_run_bytes(s, threads);
   const std::optional<uint64_t> available = bench::available_memory_bytes();
   if (!available || need <= *available) return;
-  data_error("run: this shape needs " + gib_text(need) + " at once (grad_y, weight, the routing, two grad_x), " +
-             "more than the " + gib_text(*available) + " MemAvailable reports: choose a smaller shape");
+  data_error("run: this shape needs about " + gib_text(need) +
+             " at once (grad_y, weight, the routing, two grad_x, the workspace), more than the " +
+             gib_text(*available) + " MemAvailable reports: choose a smaller shape");
 }
 
-// Every size the run will allocate fits in 64 bits, and all together in
-// memory, checked before the routing is built (a few GB for a large batch).
+// Every size the run will allocate fits in 64 bits, checked before the
+// routing is built (a few GB for a large batch).
 const RunShape& checked_shape(const RunShape& s) {
   const int64_t m = s.batch * s.top_k;  // each < 2^31: no overflow
   if (m > std::numeric_limits<int32_t>::max()) {
@@ -65,11 +71,12 @@ const RunShape& checked_shape(const RunShape& s) {
   checked_bytes({s.experts, s.k, s.n}, format_bytes(s.format), "weight");
   checked_bytes({s.batch, s.k}, sizeof(float), "grad_x");
   checked_bytes({m, s.k}, sizeof(float), "d_expanded_x (non-fused path)");
-  check_fits_in_memory(s);
   return s;
 }
 
 }  // namespace
+
+void check_run_shape(const RunShape& s, int32_t threads) { check_fits_in_memory(checked_shape(s), threads); }
 
 RunProblem::RunProblem(const RunShape& s)
     : shape_(checked_shape(s)),

@@ -27,6 +27,13 @@ struct GradXBuffer {
   const float* values() const { return memory.as<float>(); }
 };
 
+// Refuses, before anything is allocated, a shape one of whose sizes needs
+// more than 64 bits (a usage error) and one whose buffers together, with a
+// workspace for `threads` workers, exceed MemAvailable (Linux overcommits:
+// each allocation could succeed and filling them get the process killed
+// part-way, with no message). Throws CliError.
+void check_run_shape(const RunShape& shape, int32_t threads);
+
 class RunProblem {
  public:
   // Generates everything (all cores for the large buffers). Throws CliError.

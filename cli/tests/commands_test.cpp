@@ -147,42 +147,51 @@ std::optional<uint64_t> mem_available_bytes() {
 // anything is allocated: each allocation alone may succeed where Linux
 // overcommits, and filling them got the process killed part-way, with no
 // message. Here grad_y is 10^6 * 2^30 * 4 bytes (4 000 000 GiB), weight 4
-// GiB, the routing 16 * 10^6 bytes and two grad_x 8 * 10^6: 4000004.02 GiB.
+// GiB, and the rest 21 bytes a row (routing, workspace), 48 the expert,
+// 9 a token (two grad_x, workspace) and 16 MiB the one worker:
+// 4000004.04 GiB.
 TEST_F(CliTest, ARunBeyondMemAvailableIsRefusedBeforeAnythingIsAllocated) {
   if (!mem_available_bytes()) GTEST_SKIP() << "no MemAvailable in /proc/meminfo: the allocations report instead";
-  const RunResult r = run_moegrad(
-      {"run", "--batch", "1000000", "--top-k", "1", "--experts", "1", "--k", "1", "--n", "1073741824"});
+  const RunResult r = run_moegrad({"run", "--batch", "1000000", "--top-k", "1", "--experts", "1", "--k", "1", "--n",
+                                   "1073741824", "--threads", "1"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_NE(r.err.find("run: this shape needs 4000004.02 GiB at once (grad_y, weight, the routing, two grad_x), "
-                       "more than the "),
+  EXPECT_NE(r.err.find("run: this shape needs about 4000004.04 GiB at once (grad_y, weight, the routing, two "
+                       "grad_x, the workspace), more than the "),
             std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find(" MemAvailable reports: choose a smaller shape"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
+  // 2^31 - 1 experts: 48 bytes each in the routing's and the workspace's
+  // tables (96 GiB), weight 8 GiB, the rest 16 MiB and a few bytes: 104.02 GiB.
+  const RunResult experts = run_moegrad(
+      {"run", "--batch", "1", "--top-k", "1", "--experts", "2147483647", "--k", "1", "--n", "1", "--threads", "1"});
+  EXPECT_EQ(experts.exit_code, 1) << experts.err;
+  EXPECT_NE(experts.err.find("run: this shape needs about 104.02 GiB at once"), std::string::npos) << experts.err;
 }
 
 // `run` allocates grad_y and weight before it builds the routing, so a shape
 // they do not fit in fails at once, naming the tensor. Building the routing
 // first took tens of GB (tables of G entries; of M) and, without a cap,
-// ended in the OOM killer (G = 2^31 - 1) or a minute late (M = 8e8). The
-// cap (2 GiB of address space) makes every large allocation fail here, so
-// the tensor the message names shows which was attempted first. The shapes
-// fit in MemAvailable (the check before it, above), where it has 6 GiB.
+// ended in the OOM killer (G = 2^31 - 1) or a minute late (M = 8e8). Under
+// a cap of 2 GiB of address space the tensor and the routing here each fail
+// to allocate (4 GiB, and 3 or 4 GiB), so the tensor the message names
+// shows which was attempted first. Together they fit in MemAvailable (the
+// check before them, above) where it has 14 GiB: about 10 GiB each.
 TEST_F(CliTest, ARunTooLargeForMemoryFailsOnItsTensorsBeforeBuildingItsRouting) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "a sanitizer's shadow memory needs more address space than the cap leaves";
 #endif
-  if (mem_available_bytes().value_or(0) < (6ull << 30)) GTEST_SKIP() << "less than 6 GiB MemAvailable";
+  if (mem_available_bytes().value_or(0) < (14ull << 30)) GTEST_SKIP() << "less than 14 GiB MemAvailable";
   RunOptions capped;
   capped.address_space_bytes = 2ull << 30;
-  // weight: 16777216 * 8 * 8 * 4 bytes (its routing: 3 tables of G 8-byte entries, 0.4 GB).
-  expect_error({"run", "--batch", "4", "--top-k", "1", "--experts", "16777216", "--k", "8", "--n", "8",
+  // weight: 2^27 * 8 * 1 * 4 bytes (its routing: 3 tables of G 8-byte entries, 3 GiB).
+  expect_error({"run", "--batch", "4", "--top-k", "1", "--experts", "134217728", "--k", "8", "--n", "1",
                 "--threads", "1"},
                1, "out of memory: cannot allocate 4294967296 bytes for weight", capped);
-  // grad_y: 100000000 * 8 * 4 bytes (its routing: 1.6 GB).
-  expect_error({"run", "--batch", "12500000", "--top-k", "8", "--experts", "8", "--k", "8", "--n", "8",
+  // grad_y: 2^28 * 4 * 4 bytes (its routing: 16 bytes a slot, 4 GiB).
+  expect_error({"run", "--batch", "33554432", "--top-k", "8", "--experts", "8", "--k", "1", "--n", "4",
                 "--threads", "1"},
-               1, "out of memory: cannot allocate 3200000000 bytes for grad_y", capped);
+               1, "out of memory: cannot allocate 4294967296 bytes for grad_y", capped);
 }
 
 TEST_F(CliTest, RunUsageErrors) {

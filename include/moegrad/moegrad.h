@@ -205,7 +205,8 @@ MOEGRAD_API moegrad_status moegrad_context_set_fast_bf16(moegrad_context* ctx, i
 
 /* Inputs, attributes and the output of the operator. Tensors must stay valid
  * (the structs need not) until the run finishes. Strides in elements; NULL
- * strides mean compact row-major. grad_x is [batch, K] float32. */
+ * strides mean compact row-major; a tensor without elements may have NULL
+ * data. grad_x is [batch, K] float32. */
 typedef struct moegrad_grad_x_args {
   const DLTensor* grad_y;           /* [M, N]    f32 | f16 | bf16 */
   const DLTensor* weight;           /* [G, K, N] same dtype as grad_y */

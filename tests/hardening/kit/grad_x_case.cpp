@@ -604,8 +604,9 @@ void decode(const uint8_t* data, size_t size, Case& c) {
   c.args_ptr = &c.args;
   if (!apply_fault(in, c)) c.fault = Fault::kNone;
   decode_aliasing(in, c);
-  // DLPack: a tensor without elements may have NULL data (moegrad.h
-  // accepts it), e.g. grad_y and expanded_row_idx where no row is kept.
+  // A tensor without elements may have NULL data (moegrad.h, at
+  // moegrad_grad_x_args), e.g. grad_y and expanded_row_idx where no row
+  // is kept.
   if (c.null_empty_data && c.fault == Fault::kNone)
     for (TensorView& v : c.view)
       if (!view_has_elements(v)) v.t.data = nullptr, v.t.byte_offset = 0;

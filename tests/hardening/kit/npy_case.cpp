@@ -205,7 +205,7 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
 // What a loaded file must be, read from its own bytes: the magic, a
 // version 1.0, 2.0 or 3.0, a shape numpy could make, and exactly its
 // header plus the data that shape needs (the reader refuses trailing
-// bytes, README ".npy").
+// bytes: "unexpected bytes after the data" in cli/npy.cpp).
 std::string accepted_file_is_whole(const uint8_t* data, size_t size, const NpyArray& a) {
   if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return "NpyArray::load accepted a file without the magic";
   if (data[6] < 1 || data[6] > 3 || data[7] != 0) return "NpyArray::load accepted an unknown version";

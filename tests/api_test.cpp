@@ -535,6 +535,18 @@ TEST(Cpp, AMovedFromExecutorHoldsNoPlan) {
   EXPECT_EQ(b.workspace_bytes(), 0u);  // NOLINT(bugprone-use-after-move)
 }
 
+// The plain queries a wrapper-only program needs, against what the header
+// and the README say they return.
+TEST(Cpp, PlainQueries) {
+  EXPECT_STREQ(moegrad::version(), MOEGRAD_VERSION_STRING);
+  EXPECT_EQ(std::string(moegrad::status_string(MOEGRAD_STATUS_N_MISMATCH)).rfind("MOEGRAD_STATUS_N_MISMATCH: ", 0), 0u);
+  EXPECT_STREQ(moegrad::isa_name(MOEGRAD_ISA_AVX2), "avx2");
+  EXPECT_TRUE(moegrad::isa_available(MOEGRAD_ISA_AUTO));
+  EXPECT_TRUE(moegrad::isa_available(MOEGRAD_ISA_SCALAR));
+  // cpu_features_test holds detection to libgcc's; here the wrapper to it.
+  EXPECT_EQ(moegrad::isa_available(MOEGRAD_ISA_AVX512), moegrad::runtime::cpu_features().avx512f);
+}
+
 TEST(Cpp, ErrorsThrowWithStatusAndMessage) {
   const Problem p(api_spec(0));
   HostTensor gx = p.make_grad_x();

@@ -43,6 +43,12 @@ inline void check(moegrad_status status) {
   if (status != MOEGRAD_STATUS_SUCCESS) throw Error(status, moegrad_last_error_message());
 }
 
+// The C API's plain queries, for code that uses only the wrappers.
+inline const char* version() noexcept { return moegrad_version(); }
+inline const char* status_string(moegrad_status status) noexcept { return moegrad_status_string(status); }
+inline const char* isa_name(moegrad_isa isa) noexcept { return moegrad_isa_name(isa); }
+inline bool isa_available(moegrad_isa isa) noexcept { return moegrad_isa_available(isa) != 0; }
+
 // Owns a moegrad_context. A moved-from Context holds none (move assignment
 // destroys the one it held), and a call given it runs on the default
 // context, as the C API does for NULL.

@@ -284,6 +284,16 @@ class OpExecutor {
   RunFn run_;
 };
 
+/* R, the rows of moe_init_routing's expanded_x for these sizes and limits
+ * (moegrad_moe_init_routing_max_rows; throws moegrad::Error where it
+ * refuses them). */
+inline int64_t moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
+                                         int64_t active_num = MOEGRAD_NO_LIMIT, int64_t capacity = MOEGRAD_NO_LIMIT) {
+  int64_t rows = 0;
+  check(moegrad_moe_init_routing_max_rows(batch, top_k, num_experts, active_num, capacity, &rows));
+  return rows;
+}
+
 /* One-shot calls: plan, allocate the workspace, run, free. */
 inline void moe_init_routing(const moegrad_moe_init_routing_args& a, const Context& ctx) {
   check(moegrad_moe_init_routing_run(&a, ctx.get()));

@@ -201,6 +201,21 @@ TEST_P(MoeInitRoutingIsa, SameResultOnEveryThreadCount) {
 INSTANTIATE_TEST_SUITE_P(Isa, MoeInitRoutingIsa, ::testing::ValuesIn(explicit_isas()),
                          [](const auto& info) { return std::string(isa_label(info.param)); });
 
+// The C++ wrapper: the same R, limits defaulting to none, and a refusal
+// thrown with its status and message.
+TEST(MoeInitRouting, MaxRowsFromCxx) {
+  EXPECT_EQ(moegrad::moe_init_routing_max_rows(10, 3, 4), 30);
+  EXPECT_EQ(moegrad::moe_init_routing_max_rows(10, 3, 4, 12), 12);
+  EXPECT_EQ(moegrad::moe_init_routing_max_rows(10, 3, 4, 25, 5), 20);  // 4 experts of at most 5 rows
+  try {
+    moegrad::moe_init_routing_max_rows(0, 3, 4);
+    ADD_FAILURE() << "batch 0 was accepted";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_BAD_BATCH);
+    EXPECT_STREQ(e.what(), "batch=0 must be > 0");
+  }
+}
+
 TEST(MoeInitRouting, MaxRows) {
   int64_t rows = -1;
   ASSERT_EQ(moegrad_moe_init_routing_max_rows(10, 3, 4, MOEGRAD_NO_LIMIT, MOEGRAD_NO_LIMIT, &rows), MOEGRAD_STATUS_SUCCESS);

@@ -132,20 +132,45 @@ struct CanonicalNpy {
   std::vector<int64_t> shape;
 };
 
+// The magic, version 1.0, 2.0 or 3.0, and where the header starts and how
+// long its length field says it is; nullopt for anything else.
+struct NpyPrefix {
+  size_t prefix;
+  size_t header_len;
+};
+std::optional<NpyPrefix> npy_prefix(const uint8_t* data, size_t size) {
+  if (size < 8 || std::memcmp(data, "\x93NUMPY", 6) != 0 || data[6] < 1 || data[6] > 3 || data[7] != 0) return {};
+  const size_t prefix = data[6] == 1 ? 10 : 12;
+  if (size < prefix) return {};
+  size_t header_len = data[8] | (size_t{data[9]} << 8);
+  if (data[6] > 1) header_len |= (size_t{data[10]} << 16) | (size_t{data[11]} << 24);
+  return NpyPrefix{prefix, header_len};
+}
+
+// The bytes of data numpy gives an array of this element size and shape;
+// nullopt where it makes none ("array is too big": the element size times
+// the nonzero dimensions exceeds 2^63 - 1 bytes, even for an empty array).
+std::optional<uint64_t> numpy_data_bytes(int element, const std::vector<int64_t>& shape) {
+  uint64_t bytes = static_cast<uint64_t>(element);
+  bool empty = false;
+  for (int64_t d : shape) {
+    if (d == 0) empty = true;
+    else if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
+             bytes > static_cast<uint64_t>(INT64_MAX))
+      return {};
+  }
+  return empty ? 0 : bytes;
+}
+
 // The magic, version 1.0, 2.0 or 3.0 and its header length; then exactly
 // "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }" (one of the
 // five little-endian descrs; shape "()", "(n,)" or "(n, m, ...)" in
 // decimal without leading zeros, at most 8 dimensions each below 2^31),
 // spaces, a newline; then exactly the data the shape needs.
 std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
-  constexpr std::string_view kMagic("\x93NUMPY", 6);
-  if (size < 8 || std::string_view(reinterpret_cast<const char*>(data), 6) != kMagic || data[7] != 0) return {};
-  const int major = data[6];
-  if (major < 1 || major > 3) return {};
-  const size_t prefix = major == 1 ? 10 : 12;
-  if (size < prefix) return {};
-  size_t header_len = data[8] | (size_t{data[9]} << 8);
-  if (major > 1) header_len |= (size_t{data[10]} << 16) | (size_t{data[11]} << 24);
+  const std::optional<NpyPrefix> start = npy_prefix(data, size);
+  if (!start) return {};
+  const auto [prefix, header_len] = *start;
   if (header_len > 4096 || size - prefix < header_len) return {};  // the reader's limit is 64 KiB
   std::string_view h(reinterpret_cast<const char*>(data) + prefix, header_len);
   auto eat = [&h](std::string_view lit) {
@@ -188,17 +213,8 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
   while (eat(" ")) {
   }
   if (h != "\n") return {};
-  // numpy makes no array whose element size times nonzero dimensions
-  // exceeds 2^63 - 1 bytes ("array is too big"), even an empty one.
-  uint64_t nonzero_bytes = static_cast<uint64_t>(element_bytes(c.dtype));
-  bool empty = false;
-  for (int64_t d : c.shape) {
-    if (d == 0) empty = true;
-    else if (__builtin_mul_overflow(nonzero_bytes, static_cast<uint64_t>(d), &nonzero_bytes) ||
-             nonzero_bytes > static_cast<uint64_t>(INT64_MAX))
-      return {};
-  }
-  if (size - prefix - header_len != (empty ? 0 : nonzero_bytes)) return {};
+  const std::optional<uint64_t> bytes = numpy_data_bytes(element_bytes(c.dtype), c.shape);
+  if (!bytes || size - prefix - header_len != *bytes) return {};
   return c;
 }
 
@@ -207,22 +223,12 @@ std::optional<CanonicalNpy> canonical_npy(const uint8_t* data, size_t size) {
 // header plus the data that shape needs (the reader refuses trailing
 // bytes: "unexpected bytes after the data" in cli/npy.cpp).
 std::string accepted_file_is_whole(const uint8_t* data, size_t size, const NpyArray& a) {
-  if (size < 10 || std::memcmp(data, "\x93NUMPY", 6) != 0) return "NpyArray::load accepted a file without the magic";
-  if (data[6] < 1 || data[6] > 3 || data[7] != 0) return "NpyArray::load accepted an unknown version";
-  const size_t prefix = data[6] == 1 ? 10 : 12;
-  if (size < prefix) return "NpyArray::load accepted a file shorter than its prefix";
-  uint64_t header_len = data[8] | (uint64_t{data[9]} << 8);
-  if (data[6] > 1) header_len |= (uint64_t{data[10]} << 16) | (uint64_t{data[11]} << 24);
-  uint64_t bytes = static_cast<uint64_t>(element_bytes(a.dtype()));  // numpy's limit, as canonical_npy
-  bool empty = false;
-  for (int64_t d : a.shape()) {
-    if (d == 0) empty = true;
-    else if (d < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(d), &bytes) ||
-             bytes > static_cast<uint64_t>(INT64_MAX))
-      return "NpyArray::load accepted a shape numpy calls too big";
-  }
-  if (empty) bytes = 0;
-  if (bytes > size || prefix + header_len + bytes != size)
+  const std::optional<NpyPrefix> start = npy_prefix(data, size);
+  if (!start) return "NpyArray::load accepted a file without the magic, a known version or its header length";
+  const std::optional<uint64_t> bytes =
+      numpy_data_bytes(element_bytes(a.dtype()), std::vector<int64_t>(a.shape().begin(), a.shape().end()));
+  if (!bytes) return "NpyArray::load accepted a shape numpy calls too big";
+  if (*bytes > size || start->prefix + start->header_len + *bytes != size)
     return "NpyArray::load accepted a file that is not its header plus its data, exactly";
   return "";
 }

@@ -20,7 +20,6 @@
 #include "flags.h"
 #include "float_formats.h"
 #include "gib_text.h"
-#include "peak_rss.h"
 #include "random_data.h"
 #include "reference_check.h"
 #include "run_problem.h"
@@ -149,7 +148,7 @@ void compare_nonfused(const RunProblem& problem, const GradXBuffer& fused,
   // The shapes where fusion matters most are those whose d_expanded_x does
   // not fit: the report then says so instead of being lost to an error.
   const uint64_t need = r.nonfused_bytes + problem.grad_x_bytes();  // each checked, far below 2^63
-  if (const std::optional<uint64_t> available = bench::available_memory_bytes(); available && need > *available) {
+  if (const std::optional<uint64_t> available = memory_short_of(need)) {
     r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need " + gib_text(need) + ", MemAvailable is " +
                          gib_text(*available);
     return;

@@ -49,12 +49,11 @@ uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
 // Refused before anything is allocated: where the buffers together exceed
 // what the kernel says is available, each allocation alone may still
 // succeed (Linux overcommits), and filling them would get the process
-// killed part-way with no message. Where MemAvailable cannot be read, the
-// allocations report what does not fit.
+// killed part-way with no message.
 void check_fits_in_memory(const RunShape& s, int32_t threads) {
   const uint64_t need = fused_run_bytes(s, threads);
-  const std::optional<uint64_t> available = bench::available_memory_bytes();
-  if (!available || need <= *available) return;
+  const std::optional<uint64_t> available = memory_short_of(need);
+  if (!available) return;
   data_error("run: this shape needs about " + gib_text(need) +
              " at once (grad_y, weight, the routing, two grad_x, the workspace), more than the " +
              gib_text(*available) + " MemAvailable reports: choose a smaller shape");
@@ -77,6 +76,11 @@ const RunShape& checked_shape(const RunShape& s) {
 }  // namespace
 
 void check_run_shape(const RunShape& s, int32_t threads) { check_fits_in_memory(checked_shape(s), threads); }
+
+std::optional<uint64_t> memory_short_of(uint64_t bytes) {
+  const std::optional<uint64_t> available = bench::available_memory_bytes();
+  return available && bytes > *available ? available : std::nullopt;
+}
 
 RunProblem::RunProblem(const RunShape& s)
     : shape_(checked_shape(s)),

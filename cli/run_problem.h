@@ -5,6 +5,7 @@
 #include <moegrad/moegrad.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "aligned_buffer.h"
 #include "float_formats.h"
@@ -33,6 +34,10 @@ struct GradXBuffer {
 // each allocation could succeed and filling them get the process killed
 // part-way, with no message). Throws CliError.
 void check_run_shape(const RunShape& shape, int32_t threads);
+
+// MemAvailable where `bytes` exceed it; nullopt where they fit or the
+// kernel does not report it (the allocations then say what does not fit).
+std::optional<uint64_t> memory_short_of(uint64_t bytes);
 
 class RunProblem {
  public:

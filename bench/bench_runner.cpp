@@ -439,8 +439,8 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
     bytes.push_back(timing_bytes(*d, shape));
     total_bytes += bytes.back();
   }
-  const std::optional<uint64_t> available = available_memory_bytes();
-  std::optional<uint64_t> budget = available ? std::optional<uint64_t>(*available / 10 * 9) : std::nullopt;
+  const std::optional<AvailableMemory> available = available_memory();
+  std::optional<uint64_t> budget = available ? std::optional<uint64_t>(available->bytes / 10 * 9) : std::nullopt;
   const bool capped = config.max_memory_bytes && (!budget || *config.max_memory_bytes < *budget);
   if (capped) budget = config.max_memory_bytes;
   std::vector<size_t> starts = timing_groups(bytes, budget);
@@ -448,7 +448,8 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
       !budget ? std::string()
       : capped
           ? format_g("%.3g", static_cast<double>(*budget) / (1u << 30)) + " GiB are allowed (--max-memory)"
-          : format_g("%.1f", static_cast<double>(*available) / (1u << 30)) + " GiB are available";
+          : format_g("%.1f", static_cast<double>(available->bytes) / (1u << 30)) + " GiB are available (" +
+                available->source() + ")";
   // A dtype cannot be timed in less than its own inputs: it runs anyway,
   // and the run says that it held more than the budget.
   for (size_t i = 0; i < runs.size(); ++i) {

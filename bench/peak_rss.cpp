@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "runtime/cgroup_memory_headroom.h"
+
 namespace moegrad::bench {
 namespace {
 
@@ -46,6 +48,21 @@ std::optional<uint64_t> PeakRss::peak() const {
   return proc_kib_field("/proc/self/status", "VmHWM:");
 }
 
-std::optional<uint64_t> available_memory_bytes() { return proc_kib_field("/proc/meminfo", "MemAvailable:"); }
+const char* AvailableMemory::source() const {
+  return from_cgroup ? "the memory cgroup's limit less its use" : "MemAvailable";
+}
+
+std::optional<AvailableMemory> available_memory() {
+  const std::optional<uint64_t> machine = proc_kib_field("/proc/meminfo", "MemAvailable:");
+  const std::optional<uint64_t> cgroup = runtime::cgroup_memory_headroom();
+  if (cgroup && (!machine || *cgroup < *machine)) return AvailableMemory{*cgroup, true};
+  if (machine) return AvailableMemory{*machine, false};
+  return std::nullopt;
+}
+
+std::optional<AvailableMemory> memory_short_of(uint64_t bytes) {
+  const std::optional<AvailableMemory> available = available_memory();
+  return available && bytes > available->bytes ? available : std::nullopt;
+}
 
 }  // namespace moegrad::bench

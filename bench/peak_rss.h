@@ -26,8 +26,22 @@ class PeakRss {
   bool reset_ok_;
 };
 
-// MemAvailable from /proc/meminfo: what the kernel estimates can still be
-// allocated without swapping; nullopt where it cannot be read.
-std::optional<uint64_t> available_memory_bytes();
+// What can still be allocated without swapping and without the OOM killer:
+// MemAvailable from /proc/meminfo (the kernel's estimate for the whole
+// machine), or less where the process's memory cgroups leave less (a
+// container's limit: runtime/cgroup_memory_headroom.h). nullopt where
+// neither can be read.
+struct AvailableMemory {
+  uint64_t bytes;
+  bool from_cgroup;  // the cgroups' headroom, tighter than MemAvailable
+  // Where `bytes` comes from, for messages: "MemAvailable" or "the memory
+  // cgroup's limit less its use".
+  const char* source() const;
+};
+std::optional<AvailableMemory> available_memory();
+
+// The memory available where `bytes` exceed it; nullopt where they fit or
+// it cannot be read (the allocations then say what does not fit).
+std::optional<AvailableMemory> memory_short_of(uint64_t bytes);
 
 }  // namespace moegrad::bench

@@ -1,7 +1,8 @@
 // moegrad info: what this build and machine give the library, for bug
 // reports and for reading benchmarks: the version, the CPU, the ISA path a
 // context picks and those this CPU can run, the thread count and the CPUs
-// its default comes from, the cache sizes the blocks are fitted to (and what
+// its default comes from, the memory `run` and `bench` size their buffers
+// by, the cache sizes the blocks are fitted to (and what
 // the OS reports), the GEMM engine, the MOEGRAD_* variables set, and whether
 // `moegrad bench` can load its oneDNN baseline. Everything comes from a
 // context created as any user's would be, so a malformed variable fails here
@@ -10,6 +11,7 @@
 
 #include <cstdio>
 #include <moegrad/moegrad.hpp>
+#include <optional>
 #include <string>
 
 #include "api/context.h"
@@ -18,6 +20,8 @@
 #include "flags.h"
 #include "json_string.h"
 #include "onednn_nonfused.h"
+#include "peak_rss.h"
+#include "runtime/cgroup_memory_headroom.h"
 
 namespace moegrad::cli {
 namespace {
@@ -28,7 +32,10 @@ constexpr char kHelp[] =
     "Prints what the library sees on this machine: the version, the CPU, the ISA\n"
     "path a context picks and the paths this CPU can run (and AVX512_BF16), the\n"
     "thread count and what its default comes from (the CPUs in the affinity mask,\n"
-    "narrowed by a cgroup CPU limit such as docker run --cpus sets), the per-core\n"
+    "narrowed by a cgroup CPU limit such as docker run --cpus sets), the memory\n"
+    "`run` and `bench` size their buffers by (MemAvailable, or the memory\n"
+    "cgroup's limit less its use where that is less, as docker run --memory\n"
+    "sets), the per-core\n"
     "cache sizes the blocks are fitted to (and what the OS reports), the GEMM\n"
     "engine, the MOEGRAD_* variables that are set (an 'ignored' line, in JSON\n"
     "ignored_environment, for each other MOEGRAD_* name set, which the library\n"
@@ -41,6 +48,8 @@ constexpr char kHelp[] =
 struct Info {
   std::string onednn, onednn_unavailable;
   ContextInfo context;
+  std::optional<bench::AvailableMemory> memory;
+  std::optional<uint64_t> cgroup_memory_headroom;
 };
 
 Info gather() {
@@ -49,6 +58,8 @@ Info gather() {
   info.context = describe_context(*ctx.get());
   info.onednn = bench::OnednnNonfused::version();
   if (info.onednn.empty()) info.onednn_unavailable = bench::OnednnNonfused::unavailable_reason();
+  info.memory = bench::available_memory();
+  info.cgroup_memory_headroom = runtime::cgroup_memory_headroom();
   return info;
 }
 
@@ -70,6 +81,12 @@ void print_human(const Info& info) {
   if (c.cpus.cgroup_limit) std::snprintf(limit, sizeof limit, "a cgroup CPU limit of %.2f", *c.cpus.cgroup_limit);
   std::printf("  cpus       %lld in the affinity mask, %s: %lld usable, the default without MOEGRAD_NUM_THREADS\n",
               static_cast<long long>(c.cpus.affinity), limit, static_cast<long long>(c.cpus.usable()));
+  if (info.memory) {
+    std::printf("  memory     %.2f GiB available (%s), what run and bench size their buffers by\n",
+                static_cast<double>(info.memory->bytes) / (uint64_t{1} << 30), info.memory->source());
+  } else {
+    std::printf("  memory     unknown: no MemAvailable in /proc/meminfo, no cgroup memory limit\n");
+  }
   std::printf("  caches     L1d %s, L2 %s per core (the OS reports %s, %s; blocks are sized\n"
               "             for at most %s, %s)\n",
               kib(c.caches.l1d).c_str(), kib(c.caches.l2).c_str(), kib(c.os_l1d).c_str(), kib(c.os_l2).c_str(),
@@ -119,6 +136,12 @@ void print_json(const Info& info) {
   c.cpus.cgroup_limit ? std::printf("%.6g", *c.cpus.cgroup_limit) : std::printf("null");
   key("usable_cpus");
   std::printf("%lld", static_cast<long long>(c.cpus.usable()));
+  key("memory_available_bytes");
+  info.memory ? std::printf("%llu", static_cast<unsigned long long>(info.memory->bytes)) : std::printf("null");
+  key("cgroup_memory_headroom_bytes");
+  info.cgroup_memory_headroom
+      ? std::printf("%llu", static_cast<unsigned long long>(*info.cgroup_memory_headroom))
+      : std::printf("null");
   key("engine");
   text(c.engine);
   key("l1d_bytes");

@@ -20,6 +20,7 @@
 #include "flags.h"
 #include "float_formats.h"
 #include "gib_text.h"
+#include "peak_rss.h"
 #include "random_data.h"
 #include "reference_check.h"
 #include "run_problem.h"
@@ -47,7 +48,8 @@ constexpr char kHelp[] =
     "  - times the fused operator (one warm-up, median of several runs),\n"
     "  - runs the non-fused path (grouped GEMM into d_expanded_x [M, K], then\n"
     "    scatter-add) and compares the bytes (the same sums, so they must match);\n"
-    "    where d_expanded_x does not fit in MemAvailable, the report says so,\n"
+    "    where d_expanded_x does not fit in the memory available, the report\n"
+    "    says so,\n"
     "  - checks 16 tokens against a float64 reference with the SPEC 5 bound\n"
     "    (N + top_k) * (2^-24 * sum|terms| + 2^-150),\n"
     "  - re-runs with another thread count and compares the bytes,\n"
@@ -63,8 +65,10 @@ constexpr char kHelp[] =
     "  --seed S               random seed (default 42)\n"
     "  --json                 print one JSON object instead of the text report\n"
     "\n"
-    "A shape whose other buffers together exceed MemAvailable is refused before\n"
-    "anything is allocated.\n"
+    "A shape whose other buffers together exceed the memory available is refused\n"
+    "before anything is allocated. The memory available: MemAvailable\n"
+    "(/proc/meminfo), or the memory cgroup's limit less its use where that is\n"
+    "less (a container's --memory).\n"
     "\n"
     "Exit status: 0 all checks passed; 1 a check failed (report still printed)\n"
     "or a runtime error; 2 usage error.\n";
@@ -148,9 +152,9 @@ void compare_nonfused(const RunProblem& problem, const GradXBuffer& fused,
   // The shapes where fusion matters most are those whose d_expanded_x does
   // not fit: the report then says so instead of being lost to an error.
   const uint64_t need = r.nonfused_bytes + problem.grad_x_bytes();  // each checked, far below 2^63
-  if (const std::optional<uint64_t> available = memory_short_of(need)) {
-    r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need " + gib_text(need) + ", MemAvailable is " +
-                         gib_text(*available);
+  if (const std::optional<bench::AvailableMemory> available = bench::memory_short_of(need)) {
+    r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need " + gib_text(need) + ", " +
+                         gib_text(available->bytes) + " are available (" + available->source() + ")";
     return;
   }
   AlignedBuffer d_expanded_x;

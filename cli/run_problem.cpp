@@ -52,11 +52,11 @@ uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
 // killed part-way with no message.
 void check_fits_in_memory(const RunShape& s, int32_t threads) {
   const uint64_t need = fused_run_bytes(s, threads);
-  const std::optional<uint64_t> available = memory_short_of(need);
+  const std::optional<bench::AvailableMemory> available = bench::memory_short_of(need);
   if (!available) return;
   data_error("run: this shape needs about " + gib_text(need) +
              " at once (grad_y, weight, the routing, two grad_x, the workspace), more than the " +
-             gib_text(*available) + " MemAvailable reports: choose a smaller shape");
+             gib_text(available->bytes) + " available (" + available->source() + "): choose a smaller shape");
 }
 
 // Every size the run will allocate fits in 64 bits, checked before the
@@ -77,10 +77,6 @@ const RunShape& checked_shape(const RunShape& s) {
 
 void check_run_shape(const RunShape& s, int32_t threads) { check_fits_in_memory(checked_shape(s), threads); }
 
-std::optional<uint64_t> memory_short_of(uint64_t bytes) {
-  const std::optional<uint64_t> available = bench::available_memory_bytes();
-  return available && bytes > *available ? available : std::nullopt;
-}
 
 RunProblem::RunProblem(const RunShape& s)
     : shape_(checked_shape(s)),

@@ -30,14 +30,11 @@ struct GradXBuffer {
 
 // Refuses, before anything is allocated, a shape one of whose sizes needs
 // more than 64 bits (a usage error) and one whose buffers together, with a
-// workspace for `threads` workers, exceed MemAvailable (Linux overcommits:
+// workspace for `threads` workers, exceed the memory available
+// (bench::available_memory: MemAvailable or a cgroup's limit; Linux overcommits:
 // each allocation could succeed and filling them get the process killed
 // part-way, with no message). Throws CliError.
 void check_run_shape(const RunShape& shape, int32_t threads);
-
-// MemAvailable where `bytes` exceed it; nullopt where they fit or the
-// kernel does not report it (the allocations then say what does not fit).
-std::optional<uint64_t> memory_short_of(uint64_t bytes);
 
 class RunProblem {
  public:

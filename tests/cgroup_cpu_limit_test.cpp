@@ -5,38 +5,21 @@
 // missing or malformed. Each expected value is the quota / period written
 // into the tree by the test.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fake_cgroup_root.h"
 #include "runtime/cgroup_cpu_limit.h"
 #include "runtime/usable_cpus.h"
 
 namespace {
 
-namespace fs = std::filesystem;
 using moegrad::runtime::cgroup_cpu_limit;
 
-class FakeRoot : public ::testing::Test {
+class FakeRoot : public moegrad::test::FakeCgroupRoot {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "moegrad_cgroup_test_XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  // Writes `text` at `path` under the fake root, creating directories.
-  void write(const std::string& path, const std::string& text) {
-    const fs::path p = fs::path(root_ + path);
-    fs::create_directories(p.parent_path());
-    std::ofstream(p) << text;
-  }
-
   // A v1 cgroup directory's quota and period (microseconds).
   void write_v1(const std::string& dir, const std::string& quota, const std::string& period = "100000") {
     write(dir + "/cpu.cfs_quota_us", quota + "\n");
@@ -44,21 +27,11 @@ class FakeRoot : public ::testing::Test {
   }
 
   std::optional<double> limit() const { return cgroup_cpu_limit(root_); }
-
-  std::string root_;
 };
 
-// A line of /proc/self/mountinfo for a cgroup mount, with `optional` of
-// the optional fields (zero or more) that precede the " - " separator.
-std::string mount_line(int id, const std::string& root, const std::string& point, const std::string& fstype,
-                       const std::string& super_options, int optional = 1) {
-  std::string fields;
-  for (int i = 0; i < optional; ++i) fields += " shared:" + std::to_string(9 + i);
-  return std::to_string(id) + " 23 0:" + std::to_string(id) + " " + root + " " + point +
-         " rw,nosuid,nodev,noexec,relatime" + fields + " - " + fstype + " " + fstype + " " + super_options + "\n";
-}
+using moegrad::test::cgroup_mount_line;
 
-const std::string kV2Mount = mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate");
+const std::string kV2Mount = cgroup_mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw,nsdelegate");
 
 TEST_F(FakeRoot, V2LeafLimit) {
   write("/proc/self/cgroup", "0::/kubepods/pod1/ctr\n");
@@ -119,7 +92,7 @@ TEST_F(FakeRoot, V2CgroupNamespaceRoot) {
 // names it, and the process's path is read relative to it.
 TEST_F(FakeRoot, V2MountOfANonRootCgroup) {
   write("/proc/self/cgroup", "0::/docker/abc/worker\n");
-  write("/proc/self/mountinfo", mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", cgroup_mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
   write("/sys/fs/cgroup/docker/abc/worker/cpu.max", "10000 100000\n");  // the path read as if from "/"
   write("/sys/fs/cgroup/worker/cpu.max", "300000 100000\n");
   write("/sys/fs/cgroup/cpu.max", "max 100000\n");
@@ -131,7 +104,7 @@ TEST_F(FakeRoot, V2MountOfANonRootCgroup) {
 TEST_F(FakeRoot, V1ProcessAtTheMountRoot) {
   write("/proc/self/cgroup", "4:cpu,cpuacct:/docker/abc\n");
   write("/proc/self/mountinfo",
-        mount_line(32, "/docker/abc", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct", 0));
+        cgroup_mount_line(32, "/docker/abc", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct", 0));
   write_v1("/sys/fs/cgroup/cpu,cpuacct", "75000", "50000");
   EXPECT_EQ(limit(), 1.5);
 }
@@ -141,7 +114,7 @@ TEST_F(FakeRoot, V1ProcessAtTheMountRoot) {
 TEST_F(FakeRoot, PathWithColonsAndOptionalFields) {
   write("/proc/self/cgroup", "0::/svc:a/b:c\n");
   for (int optional : {0, 3}) {
-    write("/proc/self/mountinfo", mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw", optional));
+    write("/proc/self/mountinfo", cgroup_mount_line(30, "/", "/sys/fs/cgroup", "cgroup2", "rw", optional));
     write("/sys/fs/cgroup/svc:a/cpu.max", "200000 100000\n");
     EXPECT_EQ(limit(), 2.0) << optional << " optional fields";
   }
@@ -151,7 +124,7 @@ TEST_F(FakeRoot, PathWithColonsAndOptionalFields) {
 // not looked up in the v2 mount, nor the other way round.
 TEST_F(FakeRoot, EachPathInItsOwnHierarchy) {
   write("/proc/self/cgroup", "4:cpu:/v1only\n0::/v2only\n");
-  write("/proc/self/mountinfo", mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + mount_line(33, "/", "/cg2", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", cgroup_mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + cgroup_mount_line(33, "/", "/cg2", "cgroup2", "rw"));
   write("/cg2/v1only/cpu.max", "10000 100000\n");
   write_v1("/cg1/v2only", "10000");
   EXPECT_EQ(limit(), std::nullopt);
@@ -163,7 +136,7 @@ TEST_F(FakeRoot, EachPathInItsOwnHierarchy) {
 // A cgroup the mount does not show (outside the namespace or the bound
 // subtree) is not guessed at.
 TEST_F(FakeRoot, CgroupOutsideTheMountIsIgnored) {
-  write("/proc/self/mountinfo", mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", cgroup_mount_line(30, "/docker/abc", "/sys/fs/cgroup", "cgroup2", "rw"));
   write("/sys/fs/cgroup/cpu.max", "100000 100000\n");
   write("/proc/self/cgroup", "0::/docker/other\n");
   EXPECT_EQ(limit(), std::nullopt);
@@ -177,7 +150,7 @@ TEST_F(FakeRoot, CgroupOutsideTheMountIsIgnored) {
 // Mount points with a space are written as \040 in mountinfo.
 TEST_F(FakeRoot, EscapedMountPoint) {
   write("/proc/self/cgroup", "0::/a\n");
-  write("/proc/self/mountinfo", mount_line(30, "/", "/cg\\040two", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", cgroup_mount_line(30, "/", "/cg\\040two", "cgroup2", "rw"));
   write("/cg two/a/cpu.max", "120000 100000\n");
   EXPECT_EQ(limit(), 1.2);
 }
@@ -187,9 +160,9 @@ TEST_F(FakeRoot, EscapedMountPoint) {
 // mount without the cpu controller (hybrid systems) add nothing.
 TEST_F(FakeRoot, V1CpuController) {
   write("/proc/self/cgroup", "12:memory:/job\n4:cpu,cpuacct:/job/step\n1:name=systemd:/job\n0::/job\n");
-  write("/proc/self/mountinfo", mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
-                                    mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
-                                    mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", cgroup_mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
+                                    cgroup_mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
+                                    cgroup_mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
   write_v1("/sys/fs/cgroup/memory/job", "100000");  // not the cpu hierarchy
   write_v1("/sys/fs/cgroup/cpu,cpuacct/job/step", "-1");
   EXPECT_EQ(limit(), std::nullopt);
@@ -204,9 +177,9 @@ TEST_F(FakeRoot, V1CpuController) {
 // a mount's options.
 TEST_F(FakeRoot, V1OtherCpuControllersAreNotLimits) {
   write("/proc/self/cgroup", "3:cpuset:/a\n2:cpuacct:/a\n");
-  write("/proc/self/mountinfo", mount_line(34, "/", "/sys/fs/cgroup/cpuset", "cgroup", "rw,cpuset") +
-                                    mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct") +
-                                    mount_line(32, "/", "/sys/fs/cgroup/cpu", "cgroup", "rw,cpu"));
+  write("/proc/self/mountinfo", cgroup_mount_line(34, "/", "/sys/fs/cgroup/cpuset", "cgroup", "rw,cpuset") +
+                                    cgroup_mount_line(33, "/", "/sys/fs/cgroup/cpuacct", "cgroup", "rw,cpuacct") +
+                                    cgroup_mount_line(32, "/", "/sys/fs/cgroup/cpu", "cgroup", "rw,cpu"));
   for (const char* dir : {"/sys/fs/cgroup/cpuset/a", "/sys/fs/cgroup/cpuacct/a", "/sys/fs/cgroup/cpu/a"}) {
     write_v1(dir, "100000");
   }

@@ -12,56 +12,30 @@ set -eu
 moegrad=$1
 unset MOEGRAD_NUM_THREADS
 
-skip() {
-  echo "cgroup_limit_test: skipped: $1"
-  exit 77
-}
-fail() {
-  echo "cgroup_limit_test: FAILED: $1" >&2
-  exit 1
-}
+. "$(dirname "$0")/test_cgroup.sh"
 
-[ "$(id -u)" = 0 ] || skip "not root"
-# The mount point of the v1 hierarchy with the cpu controller, or of v2.
-v1=$(awk '/ - cgroup / { if ($NF ~ /(^|,)cpu(,|$)/) { print $5; exit } }' /proc/self/mountinfo)
-v2=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
 # The expected values assume no limit above the new cgroup.
 case $("$moegrad" info --json) in
   *'"cgroup_cpu_limit": null,'*) ;;
   *) skip "this process's cgroup already has a CPU limit" ;;
 esac
+make_test_cgroup cpu
 if [ -n "$v1" ]; then
-  # A child of this process's own cgroup (creating one elsewhere may need
-  # rights this one's owner lacks).
-  own=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3; exit }' /proc/self/cgroup)
-  dir=$v1${own%/}/moegrad_cgroup_test_$$
   set_quota() { # CPUs as quota/period, in microseconds
     period=$(cat "$1/cpu.cfs_period_us")
     echo "$(awk -v c="$2" -v p="$period" 'BEGIN { printf "%d", c * p }')" >"$1/cpu.cfs_quota_us"
   }
-elif [ -n "$v2" ] && [ "$(cat /proc/self/cgroup)" = "0::/" ] && grep -qw cpu "$v2/cgroup.subtree_control" 2>/dev/null; then
-  dir=$v2/moegrad_cgroup_test_$$
+else
   set_quota() {
     echo "$(awk -v c="$2" 'BEGIN { printf "%d", c * 100000 }') 100000" >"$1/cpu.max"
   }
-else
-  skip "no cgroup with the cpu controller this test can make one under"
 fi
-
-mkdir "$dir" 2>/dev/null || skip "cannot create $dir"
-trap 'rmdir "$dir/inner" "$dir" 2>/dev/null || true' EXIT
-trap 'exit 129' HUP
-trap 'exit 130' INT
-trap 'exit 143' TERM  # dash runs the EXIT trap on exit, not on a signal
-mkdir "$dir/inner" 2>/dev/null || skip "cannot create $dir/inner"
 set_quota "$dir" 1 2>/dev/null || skip "cannot set a quota on $dir"
 
 # moegrad info --json, run by a shell that first moves itself into cgroup $1.
 info_in() {
   sh -c 'echo $$ >"$1/cgroup.procs" && exec "$2" info --json' sh "$1" "$moegrad" || fail "moegrad info in $1"
 }
-# The number after "key": in JSON text $2.
-value() { printf '%s\n' "$2" | sed -n "s/^  \"$1\": \\([^,]*\\),\$/\\1/p"; }
 
 expect() { # where, JSON, limit, usable
   [ "$(value cgroup_cpu_limit "$2")" = "$3" ] || fail "$1: cgroup_cpu_limit $(value cgroup_cpu_limit "$2"), expected $3"

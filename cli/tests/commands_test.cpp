@@ -3,6 +3,7 @@
 // under chosen MOEGRAD_* variables.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
@@ -13,6 +14,7 @@
 
 #include "cli_runner.h"
 #include "json_syntax.h"
+#include "runtime/cgroup_memory_headroom.h"
 #include "runtime/cpu_features.h"
 
 namespace moegrad::cli_test {
@@ -129,21 +131,23 @@ TEST_F(CliTest, ARoutingTooLargeForMemorySaysSo) {
       << wide.err;
 }
 
-// MemAvailable from /proc/meminfo, read here apart from the CLI's reader;
-// nullopt where the kernel does not report it.
+// MemAvailable from /proc/meminfo, read here apart from the CLI's reader,
+// or the memory cgroups' headroom where that is less (its own tests:
+// cgroup_memory_headroom_test); nullopt where neither can be read.
 std::optional<uint64_t> mem_available_bytes() {
+  std::optional<uint64_t> available = moegrad::runtime::cgroup_memory_headroom();
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   uint64_t kib = 0;
   std::string unit;
   while (meminfo >> key >> kib) {
     std::getline(meminfo, unit);
-    if (key == "MemAvailable:") return kib * 1024;
+    if (key == "MemAvailable:") return std::min(available.value_or(kib * 1024), kib * 1024);
   }
-  return std::nullopt;
+  return available;
 }
 
-// A shape whose buffers together exceed MemAvailable is refused before
+// A shape whose buffers together exceed the memory available is refused before
 // anything is allocated: each allocation alone may succeed where Linux
 // overcommits, and filling them got the process killed part-way, with no
 // message. Here grad_y is 10^6 * 2^30 * 4 bytes (4 000 000 GiB), weight 4
@@ -159,7 +163,10 @@ TEST_F(CliTest, ARunBeyondMemAvailableIsRefusedBeforeAnythingIsAllocated) {
                        "grad_x, the workspace), more than the "),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find(" MemAvailable reports: choose a smaller shape"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.err.find(" GiB available (MemAvailable): choose a smaller shape") != std::string::npos ||
+              r.err.find(" GiB available (the memory cgroup's limit less its use): choose a smaller shape") !=
+                  std::string::npos)
+      << r.err;
   EXPECT_EQ(r.out, "");
   // 2^31 - 1 experts: 48 bytes each in the routing's and the workspace's
   // tables (96 GiB), weight 8 GiB, the rest 16 MiB and a few bytes: 104.02 GiB.
@@ -327,7 +334,8 @@ TEST_F(CliTest, InfoReportsTheContextTheEnvironmentAsksFor) {
   EXPECT_TRUE(is_single_json_object(json.out)) << json.out;
   for (const char* needle :
        {"\"version\": \"0.1.0\"", "\"isa\": \"scalar\"", "\"isa_available\": [\"scalar\"", "\"threads\": 3",
-        "\"affinity_cpus\": ", "\"cgroup_cpu_limit\": ", "\"usable_cpus\": ",
+        "\"affinity_cpus\": ", "\"cgroup_cpu_limit\": ", "\"usable_cpus\": ", "\"memory_available_bytes\": ",
+        "\"cgroup_memory_headroom_bytes\": ",
         "\"engine\": \"packed\"", "\"l1d_bytes\": 32768", "\"l2_bytes\": 262144", "\"MOEGRAD_ISA\": \"scalar\"",
         "\"MOEGRAD_L2_BYTES\": \"262144\"", "\"avx512_bf16\": ", "\"MOEGRAD_ENGIN\": \"MOEGRAD_ENGINE\"",
         "\"MOEGRAD_COLOUR\": null"}) {

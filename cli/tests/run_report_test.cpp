@@ -47,13 +47,15 @@ TEST(RunReportTest, ASkippedNonfusedPathIsReportedWithItsReason) {
   RunReport r = passing_report();
   r.have_nonfused = false;
   r.nonfused_identical = false;  // never computed
-  r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need 27.47 GiB, MemAvailable is 19.86 GiB";
+  r.nonfused_skipped =
+      "its d_expanded_x (4*M*K) and grad_x need 27.47 GiB, 19.86 GiB are available (the memory cgroup's limit less "
+      "its use)";
   EXPECT_TRUE(r.passed());
   ::testing::internal::CaptureStdout();
   print_human(r);
   const std::string human = ::testing::internal::GetCapturedStdout();
   EXPECT_NE(human.find("\n  non-fused   not run: its d_expanded_x (4*M*K) and grad_x need 27.47 GiB, "
-                       "MemAvailable is 19.86 GiB\n"),
+                       "19.86 GiB are available (the memory cgroup's limit less its use)\n"),
             std::string::npos)
       << human;
   EXPECT_EQ(human.find("not available in this build"), std::string::npos) << human;
@@ -62,7 +64,8 @@ TEST(RunReportTest, ASkippedNonfusedPathIsReportedWithItsReason) {
   const std::string json = ::testing::internal::GetCapturedStdout();
   EXPECT_TRUE(cli_test::is_single_json_object(json)) << json;
   EXPECT_NE(json.find("\"nonfused_available\": false,\n  \"nonfused_skipped\": \"its d_expanded_x (4*M*K) and "
-                      "grad_x need 27.47 GiB, MemAvailable is 19.86 GiB\",\n"),
+                      "grad_x need 27.47 GiB, 19.86 GiB are available (the memory cgroup's limit less its "
+                      "use)\",\n"),
             std::string::npos)
       << json;
   EXPECT_EQ(json.find("nonfused_ms"), std::string::npos) << json;

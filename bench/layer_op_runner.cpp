@@ -59,24 +59,6 @@ struct OpDtypeRun {
   std::vector<std::unique_ptr<OpThreadPaths>> per_threads;
 };
 
-// A 64-bit hash of a buffer's bytes: each step is a bijection of the state
-// for a given word, so outputs that differ in one word always hash apart,
-// and otherwise collide with a chance of about 2^-64 (murmur's finalizer
-// at the end).
-uint64_t bits_hash(const cli::AlignedBuffer& b) {
-  const std::byte* bytes = b.data();
-  uint64_t h = 0x9e3779b97f4a7c15u;
-  for (size_t i = 0; i < b.size(); i += sizeof(uint64_t)) {
-    uint64_t w = 0;
-    std::memcpy(&w, bytes + i, std::min(sizeof(uint64_t), b.size() - i));
-    h = (h ^ w) * 0xff51afd7ed558ccdu;
-    h ^= h >> 32;
-  }
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53u;
-  return h ^ (h >> 33);
-}
-
 // Plans (untimed; an executor runs once) and times one run of moegrad's
 // operator, writing `out`.
 double moegrad_run(OpDtypeRun& d, BenchOp op, const moegrad::Context& ctx, cli::AlignedBuffer& out,

@@ -1,12 +1,15 @@
 // What both of `moegrad bench`'s runners (grad-x's, the layer operators')
-// use to check a path and to word the result: the tolerance a baseline that
+// use to check a path and to word the result: a hash of an output's bits,
+// the tolerance a baseline that
 // sums in another order is held to, the NaN fill of an output, a shape's
 // notes and numbers in text.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -15,6 +18,24 @@
 #include "grad_x_diff.h"
 
 namespace moegrad::bench {
+
+// A 64-bit hash of a buffer's bytes: each step is a bijection of the state
+// for a given word, so outputs that differ in one word always hash apart,
+// and otherwise collide with a chance of about 2^-64 (murmur's finalizer
+// at the end).
+inline uint64_t bits_hash(const cli::AlignedBuffer& b) {
+  const std::byte* bytes = b.data();
+  uint64_t h = 0x9e3779b97f4a7c15u;
+  for (size_t i = 0; i < b.size(); i += sizeof(uint64_t)) {
+    uint64_t w = 0;
+    std::memcpy(&w, bytes + i, std::min(sizeof(uint64_t), b.size() - i));
+    h = (h ^ w) * 0xff51afd7ed558ccdu;
+    h ^= h >> 32;
+  }
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53u;
+  return h ^ (h >> 33);
+}
 
 // oneDNN and the fast bf16 mode sum in another order: they must agree with
 // the reference output to this fraction of its largest magnitude.

@@ -276,6 +276,27 @@ TEST(BenchCommand, Bf16HasExactAndMaybeFastRows) {
   EXPECT_EQ(c.err.find("warning"), std::string::npos) << c.err;
 }
 
+// The fast bf16 mode's grad_x is checked across thread counts too, bitwise
+// (README "Fast bf16 mode"): with 1 and 2 threads both of its rows have
+// times (a failed check nulls them) and the run warns of nothing. A shape
+// whose N is odd ends each pair chain with its padding term.
+TEST(BenchCommand, FastBf16IsCheckedAcrossThreadCounts) {
+  for (const char* shape : {"64,2,4,64,32", "300,3,5,40,17"}) {
+    const Captured c = run_bench({"--shape", shape, "--dtype", "bf16", "--threads", "1,2", "--reps", "1"});
+    ASSERT_EQ(c.status, 0) << shape << "\n" << c.err;
+    EXPECT_EQ(c.err.find("warning"), std::string::npos) << shape << "\n" << c.err;
+    if (c.out.find("  note: fast-bf16 skipped: ") != std::string::npos) continue;
+    std::set<long> threads;
+    for (const TableRow& r : table_rows(c.out)) {
+      if (r.mode != "fast-bf16") continue;
+      EXPECT_GT(r.ms, 0) << shape;
+      threads.insert(r.threads);
+    }
+    EXPECT_EQ(threads, (std::set<long>{1, 2})) << c.out;
+    EXPECT_EQ(c.out.find("DIFFERS"), std::string::npos) << c.out;
+  }
+}
+
 // --op in bf16: moegrad's exact row and oneDNN's, and moegrad's fast bf16
 // row where the CPU runs that mode (checked against the exact output, and
 // across the thread counts), else a note that says why not. The run's

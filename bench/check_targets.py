@@ -231,7 +231,7 @@ def main(argv):
             with open(args.run, encoding="utf-8") as f:
                 text = f.read()
         peaks, paths = load_rows(text)
-    except (OSError, BadRun) as e:
+    except (OSError, UnicodeDecodeError, BadRun) as e:
         print(f"check_targets: error: {args.run}: {e}", file=sys.stderr)
         return 2
     c = check(peaks, paths)

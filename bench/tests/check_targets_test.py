@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import unittest
 
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "check_targets.py")
@@ -292,6 +293,21 @@ class CheckTargets(unittest.TestCase):
                            timeout=60)
         self.assertEqual(p.returncode, 2)
         self.assertIn("check_targets: error: /nonexistent/run.json:", p.stderr)
+
+
+    def test_a_file_that_is_not_text_is_refused(self):
+        # Bytes that are not UTF-8 (a .npy given by mistake): exit 2 and the
+        # error line, as for any input that is not one run, not a traceback.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "run.npy")
+            with open(path, "wb") as f:
+                f.write(b"\x93NUMPY\x01\x00\xff\xfe")
+            for args, stdin in (([path], None), (["-"], b"\xff\xfe[]")):
+                with self.subTest(args[0]):
+                    p = subprocess.run([sys.executable, SCRIPT] + args, input=stdin, capture_output=True, timeout=60)
+                    self.assertEqual(p.returncode, 2)
+                    self.assertEqual(p.stdout, b"")
+                    self.assertRegex(p.stderr.decode(), r"^check_targets: error: (-|.*run\.npy): .*\n$")
 
 
 if __name__ == "__main__":

@@ -75,9 +75,19 @@ FmaLoop::FmaLoop(int threads, moegrad_isa isa) : threads_(threads) {
 }
 
 void FmaLoop::run() {
+  measure();
+  keep_last();
+}
+
+void FmaLoop::measure() {
   if (fn_ == nullptr) return;
   const auto [flops, seconds] = run_on_threads(fn_, threads_, iterations_);
-  gflops_.push_back(flops / seconds * 1e-9);
+  last_gflops_ = flops / seconds * 1e-9;
+}
+
+void FmaLoop::keep_last() {
+  if (last_gflops_) gflops_.push_back(*last_gflops_);
+  last_gflops_.reset();
 }
 
 std::optional<double> FmaLoop::peak_gflops() const { return median_since(0); }

@@ -18,8 +18,10 @@ using FmaLoopFn = uint64_t (*)(uint64_t iterations, float a, float b, float* sin
 // The loop on one thread count, sized once (a warm-up run that lets the
 // clocks ramp up) to about 100 ms a run. `moegrad bench` runs the CPU's
 // best loop at the start and then in every shape's timing rounds,
-// interleaved with the paths, so the peak it reports (the median over all
-// runs) comes from the same session as the paths' speeds. It is one figure
+// interleaved with the paths, so the peak it reports (the median of its
+// runs at the start and its timed runs in the rounds, not their warm-up
+// runs, as a path's median has none) comes from the same session as the
+// paths' speeds. It is one figure
 // per thread count (issue 3's schema has one fma-peak row each), so a shape
 // timed while a shared host ran slower than the session's median reads a
 // lower fraction. The loop of a path forced below the best runs at the
@@ -35,6 +37,10 @@ class FmaLoop {
   // One timed run (nothing without the loop: see the constructor); its
   // GFLOP/s is kept.
   void run();
+  // run() in two steps: a timed run, whose GFLOP/s is kept only if
+  // keep_last() follows (the warm-up of a shape's rounds is not).
+  void measure();
+  void keep_last();
   // The median GFLOP/s of the runs so far (total over all threads);
   // nullopt without the loop or before the first run.
   std::optional<double> peak_gflops() const;
@@ -49,6 +55,7 @@ class FmaLoop {
   FmaLoopFn fn_ = nullptr;
   uint64_t iterations_ = 0;
   std::vector<double> gflops_;
+  std::optional<double> last_gflops_;  // measured, not yet kept
 };
 
 // The per-ISA loops (each in its own translation unit, compiled with exactly

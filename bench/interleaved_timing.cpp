@@ -77,6 +77,7 @@ void time_interleaved(std::vector<TimedPath*>& paths, int reps) {
     for (size_t i = 0; i < paths.size(); ++i) {
       const size_t j = (i + static_cast<size_t>(r)) % paths.size();
       ms[j].push_back(settled_run(*paths[j]));
+      if (paths[j]->kept) paths[j]->kept();
     }
   for (size_t j = 0; j < paths.size(); ++j) paths[j]->ms = summarize(std::move(ms[j]));
 }
@@ -88,12 +89,13 @@ std::vector<TimedPath> fma_loop_paths(const std::vector<FmaLoop*>& loops) {
     paths.push_back({[] { return true; },
                      [loop] {
                        const Clock::time_point t0 = Clock::now();
-                       loop->run();
+                       loop->measure();
                        return ms_since(t0);
                      },
                      [] {},
                      {},
-                     false});
+                     false,
+                     [loop] { loop->keep_last(); }});
   }
   return paths;
 }

@@ -26,13 +26,15 @@ inline double ms_since(Clock::time_point t0) {
 // A path the bench times. prepare() allocates what it needs (untimed) and
 // returns false when the path cannot run here (its row is then null);
 // run() runs it once and returns its milliseconds; release() frees what
-// prepare() took.
+// prepare() took; kept(), where set, is called right after each run whose
+// time goes into ms (not after the warm-up's runs nor the untimed ones).
 struct TimedPath {
   std::function<bool()> prepare;
   std::function<double()> run;
   std::function<void()> release;
   Stats ms;
   bool primed = false;  // set by warm_up: each timed run follows 10 ms of untimed ones
+  std::function<void()> kept{};
 };
 
 // Runs each path once (twice between 20 and 100 ms), as the warm-up of
@@ -45,7 +47,8 @@ double warm_up(const std::vector<TimedPath*>& paths);
 void time_interleaved(std::vector<TimedPath*>& paths, int reps);
 
 // The FMA loops as paths of a shape's rounds (those that can run here), so
-// the peak is measured in the same minutes as the paths.
+// the peak is measured in the same minutes as the paths. A loop keeps the
+// speed of its timed runs only, as a path's median has only those.
 std::vector<TimedPath> fma_loop_paths(const std::vector<FmaLoop*>& loops);
 
 // The loops' speed in one shape's rounds (each loop's runs from

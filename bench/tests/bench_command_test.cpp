@@ -874,6 +874,41 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   EXPECT_EQ(much_later_path.ms.median, 1.0);
 }
 
+// Only a timed run of a path is kept: kept() follows each of the rounds'
+// runs, not the warm-up's (two here: 50 ms) nor the untimed runs before a
+// short path's timed ones. So the FMA loop's peak, a median of the runs it
+// keeps, has no warm-up run in it, as a path's median has none: its runs
+// count grows by the rounds alone.
+TEST(InterleavedTiming, OnlyTimedRunsAreKept) {
+  int runs = 0, kept = 0, short_runs = 0, short_kept = 0;
+  moegrad::bench::TimedPath path{[] { return true; }, [&] { return ++runs, 50.0; }, [] {}, {}, false,
+                                 [&] { ++kept; }};
+  moegrad::bench::TimedPath short_path{[] { return true; }, [&] { return ++short_runs, 1.0; }, [] {}, {}, false,
+                                       [&] { ++short_kept; }};
+  std::vector<moegrad::bench::TimedPath*> paths{&path, &short_path};
+  moegrad::bench::warm_up(paths);
+  EXPECT_EQ(runs, 2);
+  EXPECT_EQ(kept, 0);
+  EXPECT_EQ(short_kept, 0);
+  moegrad::bench::time_interleaved(paths, 3);
+  EXPECT_EQ(runs, 2 + 3);
+  EXPECT_EQ(kept, 3);
+  EXPECT_EQ(short_runs, 1 + 3 * (10 + 1));
+  EXPECT_EQ(short_kept, 3);
+
+  moegrad::bench::FmaLoop loop(1);
+  if (!loop.available()) GTEST_SKIP() << "no FMA loop on this CPU";
+  std::vector<moegrad::bench::TimedPath> loop_paths = moegrad::bench::fma_loop_paths({&loop});
+  ASSERT_EQ(loop_paths.size(), 1u);
+  std::vector<moegrad::bench::TimedPath*> loop_path{&loop_paths[0]};
+  moegrad::bench::warm_up(loop_path);
+  EXPECT_EQ(loop.runs(), 0u);
+  EXPECT_EQ(loop.peak_gflops(), std::nullopt);
+  moegrad::bench::time_interleaved(loop_path, 2);
+  EXPECT_EQ(loop.runs(), 2u);
+  EXPECT_GT(loop.peak_gflops().value_or(0), 0);
+}
+
 // What the bench prints as ms, ms_min and ms_max, on samples in any order:
 // the middle one of an odd count, the mean of the middle two of an even
 // one; and the quantiles between samples, interpolated (worked out by hand).

@@ -15,7 +15,8 @@
 #     loading libmoegrad.so;
 #  4. the installed command prints its version, and the installed Python
 #     package imports from the prefix, matches a float64 grad_x, and its
-#     info() has the keys of `moegrad info --json` (less oneDNN's);
+#     info() has the keys of `moegrad info --json` (less oneDNN's and the
+#     memory `run` and `bench` size their buffers by);
 #  5. the command links neither oneDNN nor OpenMP: `bench` loads its oneDNN
 #     baseline from the prefix (MOEGRAD_TEST_BENCH_MODULE, set when the build
 #     has it); with another version's module, a library without the entry
@@ -225,11 +226,13 @@ assert np.all(np.abs(got - ref) <= (n + top_k) * 2.0**-24 * terms), "grad_x is o
 print(f"python: moegrad from {prefix} OK")
 EOF
   # moegrad.info() has the keys of `moegrad info --json` but the oneDNN ones
-  # (the README says so).
+  # and the memory ones, which are the command's (the README says so).
   cli_keys=$("$prefix/bin/moegrad" info --json |
-    "$python" -c 'import json, sys; print(sorted(k for k in json.load(sys.stdin) if not k.startswith("onednn")))')
+    "$python" -c 'import json, sys; print(sorted(k for k in json.load(sys.stdin)
+                                                  if not k.startswith("onednn") and "memory" not in k))')
   py_keys=$(PYTHONPATH=$prefix/$pydir "$python" -c 'import moegrad; print(sorted(moegrad.info()))')
-  [ "$cli_keys" = "$py_keys" ] || fail "moegrad.info() keys $py_keys, moegrad info --json (less oneDNN) $cli_keys"
+  [ "$cli_keys" = "$py_keys" ] ||
+    fail "moegrad.info() keys $py_keys, moegrad info --json (less oneDNN and memory) $cli_keys"
 fi
 
 # 5. The command needs no benchmark dependency to start; bench finds its

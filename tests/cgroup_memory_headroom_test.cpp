@@ -51,7 +51,7 @@ TEST_F(Headroom, V2Leaf) {
 TEST_F(Headroom, V2TighterParent) {
   write("/proc/self/cgroup", "0::/a/b\n");
   write("/proc/self/mountinfo", kV2Mount);
-  write_v2("/sys/fs/memory", std::to_string(kMiB), 0, "0");  // above the mount: not a cgroup
+  write_v2("/sys/fs", std::to_string(kMiB), 0, "0");  // above the mount: not a cgroup
   write_v2("/sys/fs/cgroup/a/b", "max", kGiB, "0");
   EXPECT_EQ(headroom(), std::nullopt);
   write_v2("/sys/fs/cgroup/a", std::to_string(2 * kGiB), 1536 * kMiB, "0");
@@ -101,6 +101,37 @@ TEST_F(Headroom, V1MemoryController) {
   EXPECT_EQ(headroom(), kGiB - (600 * kMiB - 100 * kMiB));
 }
 
+// v1 too: an ancestor's limit binds its children (with use_hierarchy, which
+// recent kernels no longer let be turned off), and its use counts theirs.
+TEST_F(Headroom, V1TighterParent) {
+  write("/proc/self/cgroup", "5:memory:/a/b\n");
+  write("/proc/self/mountinfo", cgroup_mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory"));
+  const std::string unlimited = "9223372036854771712";
+  auto v1 = [&](const std::string& dir, const std::string& limit, uint64_t usage) {
+    write(dir + "/memory.limit_in_bytes", limit + "\n");
+    write(dir + "/memory.usage_in_bytes", std::to_string(usage) + "\n");
+  };
+  v1("/sys/fs/cgroup/memory/a/b", unlimited, kGiB);
+  v1("/sys/fs/cgroup/memory/a", std::to_string(3 * kGiB), 2 * kGiB);
+  v1("/sys/fs/cgroup/memory", unlimited, 5 * kGiB);
+  v1("/sys/fs/cgroup", std::to_string(kMiB), 0);  // above the mount: not a cgroup
+  EXPECT_EQ(headroom(), kGiB);
+  v1("/sys/fs/cgroup/memory/a/b", std::to_string(1536 * kMiB), kGiB);
+  EXPECT_EQ(headroom(), 512 * kMiB);
+}
+
+// Memory is charged to the process's cgroup, not to the one a thread was
+// moved to (v1 lets a thread join another cgroup's `tasks`): the process's
+// cgroup counts, /proc/thread-self/cgroup is not read.
+TEST_F(Headroom, TheProcessCgroupNotTheThreads) {
+  write("/proc/self/cgroup", "0::/app\n");
+  write("/proc/thread-self/cgroup", "0::/other\n");
+  write("/proc/self/mountinfo", kV2Mount);
+  write_v2("/sys/fs/cgroup/app", std::to_string(2 * kGiB), kGiB, "0");
+  write_v2("/sys/fs/cgroup/other", std::to_string(kMiB), 0, "0");
+  EXPECT_EQ(headroom(), kGiB);
+}
+
 // A container's own cgroup bound at the mount point (v1 in docker:
 // "memory:/docker/abc" mounted with root /docker/abc).
 TEST_F(Headroom, V1ProcessAtTheMountRoot) {
@@ -117,7 +148,7 @@ TEST_F(Headroom, UnreadableOrMalformedFilesGiveNone) {
   write("/proc/self/mountinfo", "garbage\n" + kV2Mount);
   EXPECT_EQ(headroom(), std::nullopt);  // no memory files
   write("/sys/fs/cgroup/a/memory.max", std::to_string(kGiB));
-  EXPECT_EQ(headroom(), std::nullopt);  // no memory.current: the use is unknown
+  EXPECT_EQ(headroom(), kGiB);  // no memory.current: the use is unknown, no more than the limit
   const std::vector<std::string> bad_values{"",        "-1",       "1e9", "12 34", "0x100", "9223372036854775808",
                                             "4611686018427387904", "99999999999999999999", "max"};
   write("/sys/fs/cgroup/a/memory.current", "1000\n");
@@ -128,7 +159,7 @@ TEST_F(Headroom, UnreadableOrMalformedFilesGiveNone) {
   write("/sys/fs/cgroup/a/memory.max", "5000");
   for (const std::string& bad : std::vector<std::string>{"", "-5", "1.5", "7 7"}) {
     write("/sys/fs/cgroup/a/memory.current", bad);
-    EXPECT_EQ(headroom(), std::nullopt) << "memory.current '" << bad << "'";
+    EXPECT_EQ(headroom(), 5000u) << "memory.current '" << bad << "'";
   }
   write("/sys/fs/cgroup/a/memory.current", "1000");
   write("/sys/fs/cgroup/a/memory.stat", "inactive_file lots\n");  // unreadable: none reclaimable

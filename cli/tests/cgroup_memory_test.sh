@@ -8,7 +8,7 @@
 # machine's, would have let it be OOM-killed). Needs root and a writable
 # memory controller: cgroup v1, or v2 with the process in the root cgroup
 # and `memory` in the root's cgroup.subtree_control. Exits 77 (skipped)
-# where it cannot make one.
+# where it cannot make one, or where 1 GiB is not available outside it.
 #
 # usage: cgroup_memory_test.sh path/to/moegrad
 set -eu
@@ -17,6 +17,11 @@ limit=536870912 # 512 MiB
 
 . "$(dirname "$0")/test_cgroup.sh"
 
+# The new cgroup's limit must be the tightest figure: more than twice it
+# available outside (MemAvailable, and any limit on this process's cgroups).
+available=$(value memory_available_bytes "$("$moegrad" info --json)")
+[ "$available" != null ] && [ "$available" -gt $((2 * limit)) ] ||
+  skip "only $available bytes available here: the test's $limit-byte limit would not be the tightest"
 make_test_cgroup memory
 limit_file=memory.max
 [ -z "$v1" ] || limit_file=memory.limit_in_bytes

@@ -48,7 +48,7 @@ std::optional<double> cgroup_cpu_limit(const std::string& root) {
     // cgroup of its process's (cgroup v2's threaded mode, v1's per-thread
     // tasks) with a limit of its own, and the workers it starts inherit them.
     std::optional<double> best;
-    for (const cgroup::Dir& dir : cgroup::dirs(root, "cpu")) {
+    for (const cgroup::Dir& dir : cgroup::dirs(root, "cpu", cgroup::Scope::kThread)) {
       if (const std::optional<double> limit = limit_at(dir)) best = std::min(best.value_or(*limit), *limit);
     }
     return best;

@@ -40,15 +40,15 @@ uint64_t stat_field(const std::string& path, const std::string& key) {
   return 0;
 }
 
-// limit - working set of one cgroup directory, where it has a limit and
-// its use can be read.
+// limit - working set of one cgroup directory, where it has a limit (the
+// limit where its use cannot be read).
 std::optional<uint64_t> headroom_at(const cgroup::Dir& dir) {
   const std::optional<uint64_t> limit =
       bytes_in(dir.path + (dir.v2 ? "/memory.max" : "/memory.limit_in_bytes"));  // v2's "max": none
   if (!limit || *limit >= kNoLimit) return std::nullopt;
   const std::optional<uint64_t> usage =
       bytes_in(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes"));
-  if (!usage) return std::nullopt;
+  if (!usage) return limit;
   const uint64_t inactive_file = stat_field(dir.path + "/memory.stat", dir.v2 ? "inactive_file" : "total_inactive_file");
   const uint64_t working_set = *usage - std::min(inactive_file, *usage);
   return *limit - std::min(working_set, *limit);
@@ -59,7 +59,7 @@ std::optional<uint64_t> headroom_at(const cgroup::Dir& dir) {
 std::optional<uint64_t> cgroup_memory_headroom(const std::string& root) {
   try {
     std::optional<uint64_t> best;
-    for (const cgroup::Dir& dir : cgroup::dirs(root, "memory")) {
+    for (const cgroup::Dir& dir : cgroup::dirs(root, "memory", cgroup::Scope::kProcess)) {
       if (const std::optional<uint64_t> room = headroom_at(dir)) best = std::min(best.value_or(*room), *room);
     }
     return best;

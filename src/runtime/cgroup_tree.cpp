@@ -124,8 +124,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return parts;
 }
 
-std::vector<Dir> dirs(const std::string& root, const char* v1_controller) {
-  std::optional<std::string> cgroup = read_file(root + "/proc/thread-self/cgroup");
+std::vector<Dir> dirs(const std::string& root, const char* v1_controller, Scope scope) {
+  std::optional<std::string> cgroup;
+  if (scope == Scope::kThread) cgroup = read_file(root + "/proc/thread-self/cgroup");
   if (!cgroup) cgroup = read_file(root + "/proc/self/cgroup");
   const std::optional<std::string> mountinfo = read_file(root + "/proc/self/mountinfo");
   std::vector<Dir> out;

@@ -17,9 +17,15 @@ struct Dir {
   bool v2;  // cgroup v2's unified hierarchy, else a v1 hierarchy
 };
 
-// The directories of the cgroups the calling thread is in (its process's,
-// unless it was moved to a threaded child: /proc/thread-self/cgroup, else
-// /proc/self/cgroup on kernels before 3.17) and of their ancestors up to
+// Whose cgroups: the calling thread's (its process's, unless it was moved
+// to a threaded child: /proc/thread-self/cgroup, else /proc/self/cgroup on
+// kernels before 3.17), where a limit applies per thread (CPU time), or the
+// process's (/proc/self/cgroup), where the kernel charges the process
+// (memory: in cgroup v1 a thread moved to another cgroup's `tasks` still
+// charges its pages to its process's).
+enum class Scope { kThread, kProcess };
+
+// The directories of the cgroups `scope` names and of their ancestors up to
 // the root of the mounted hierarchy, leaf first: limits above the mount,
 // as on a container's parents outside its cgroup namespace, cannot be
 // seen. Hierarchies: v2's, and v1's that have `v1_controller` ("cpu",
@@ -29,7 +35,7 @@ struct Dir {
 // (/proc/thread-self/cgroup, /proc/self/mountinfo and the mounts they
 // name): empty on a real system, a directory with a made-up tree in tests.
 // Throws only bad_alloc.
-std::vector<Dir> dirs(const std::string& root, const char* v1_controller);
+std::vector<Dir> dirs(const std::string& root, const char* v1_controller, Scope scope);
 
 // The whole text of a file, or nullopt where it cannot be read.
 std::optional<std::string> read_file(const std::string& path);

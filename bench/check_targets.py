@@ -225,8 +225,10 @@ def main(argv):
     parser.add_argument("run", help="the JSON that `moegrad bench --json` printed, or - for standard input")
     args = parser.parse_args(argv)
     try:
+        # Strict UTF-8 from stdin too (its text layer would let bytes that
+        # are not through as surrogates).
         if args.run == "-":
-            text = sys.stdin.read()
+            text = sys.stdin.buffer.read().decode("utf-8")
         else:
             with open(args.run, encoding="utf-8") as f:
                 text = f.read()

@@ -296,13 +296,16 @@ class CheckTargets(unittest.TestCase):
 
 
     def test_a_file_that_is_not_text_is_refused(self):
-        # Bytes that are not UTF-8 (a .npy given by mistake): exit 2 and the
-        # error line, as for any input that is not one run, not a traceback.
+        # Bytes that are not UTF-8 (a .npy given by mistake, or a run whose
+        # text was mangled): exit 2 and the error line, as for any input that
+        # is not one run, not a traceback nor a run read with a garbled shape.
+        run_rows = [peak(1, 1.0), row("zmoe", "f32", "exact", 1, "fused", ms=1.0, gflops=1.0)]
+        mangled = json.dumps(run_rows).encode().replace(b'"zmoe"', b'"zmo\xff"')
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "run.npy")
             with open(path, "wb") as f:
                 f.write(b"\x93NUMPY\x01\x00\xff\xfe")
-            for args, stdin in (([path], None), (["-"], b"\xff\xfe[]")):
+            for args, stdin in (([path], None), (["-"], mangled)):
                 with self.subTest(args[0]):
                     p = subprocess.run([sys.executable, SCRIPT] + args, input=stdin, capture_output=True, timeout=60)
                     self.assertEqual(p.returncode, 2)

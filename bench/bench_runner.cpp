@@ -443,7 +443,7 @@ ShapeReport run_shape(const ShapeSpec& shape, const RunConfig& config, const std
   // effects measured). Every dtype's inputs are held meanwhile, unless
   // they would not fit in the memory available: then the dtypes are timed
   // in groups, with a note. The FMA loop runs in the same rounds: the peak
-  // is the median of all its runs.
+  // is the median of its runs at the start and its timed runs in them.
   std::vector<uint64_t> bytes;
   uint64_t total_bytes = 0;
   for (const std::unique_ptr<DtypeRun>& d : runs) {

@@ -70,7 +70,8 @@ def get_num_threads():
 
 def info(context=None):
     """What the library sees on this machine, as `moegrad info --json` prints
-    it (without the oneDNN keys, which belong to the benchmark): version,
+    it (without the oneDNN and memory keys, which belong to the command's
+    benchmark and run): version,
     cpu, isa (the path the context runs), isa_available, avx512_bf16,
     threads, affinity_cpus, cgroup_cpu_limit (None when none) and
     usable_cpus (the thread count they give without MOEGRAD_NUM_THREADS),

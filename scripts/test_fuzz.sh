@@ -17,7 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/deps.sh
-ensure_packages "${MOEGRAD_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev
+# llvm: llvm-symbolizer on PATH, which clang's sanitizer runtime calls to
+# put function names and lines in a crash's stack (clang only recommends it).
+ensure_packages "${MOEGRAD_BUILD_PACKAGES[@]}" clang libclang-rt-14-dev llvm
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" \

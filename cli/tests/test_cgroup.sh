@@ -26,8 +26,11 @@ make_test_cgroup() {
   v2=$(awk '/ - cgroup2 / { print $5; exit }' /proc/self/mountinfo)
   if [ -n "$v1" ]; then
     # A child of this process's own cgroup (creating one elsewhere may need
-    # rights this one's owner lacks).
+    # rights this one's owner lacks), found below the mount point by its
+    # path less the cgroup the mount shows there (a container's own: "/docker/ID").
     own=$(awk -F: -v c="$1" '$2 ~ ("(^|,)" c "(,|$)") { print $3; exit }' /proc/self/cgroup)
+    shown=$(awk -v c="$1" '/ - cgroup / { if ($NF ~ ("(^|,)" c "(,|$)")) { print $4; exit } }' /proc/self/mountinfo)
+    own=${own#"${shown%/}"}
     dir=$v1${own%/}/moegrad_${name}_$$
   elif [ -n "$v2" ] && [ "$(cat /proc/self/cgroup)" = "0::/" ] && grep -qw "$1" "$v2/cgroup.subtree_control" 2>/dev/null; then
     dir=$v2/moegrad_${name}_$$

@@ -129,14 +129,15 @@ void print_header(std::FILE* out, const MachineInfo& machine, BenchOp op) {
     std::fprintf(out, "            %s\n", own->c_str());
   if (op == BenchOp::kGradX) {
     std::fprintf(out, "  timing    median (min, max) of the rounds, paths interleaved, after 1 warm-up each;\n"
-                      "            a path under 20 ms after 10 ms of untimed runs of it; fused: moegrad_grad_x only\n");
+                      "            a path under 20 ms (and then every path under 100 ms) after 10 ms of untimed\n"
+                      "            runs of it; fused: moegrad_grad_x only\n");
     std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
                       "            /oneDNN = median time / oneDNN's (same dtype and threads); check = vs fused grad_x\n"
                       "            (ref, f64 R: fused grad_x's largest error vs float64 sums, R times the bound)\n");
   } else {
     std::fprintf(out, "  timing    median (min, max) of the rounds, a dtype's paths interleaved, after 1 warm-up\n"
-                      "            each; a path under 20 ms after 10 ms of untimed runs of it; moegrad: the run\n"
-                      "            phase only\n");
+                      "            each; a path under 20 ms (and then every path under 100 ms) after 10 ms of\n"
+                      "            untimed runs of it; moegrad: the run phase only\n");
     std::fprintf(out, "  columns   GFLOP/s = 2*M*N*K / median; %%peak = of fma-peak at that thread count;\n"
                       "            /oneDNN = median time / oneDNN's (same dtype and threads); workspace: moegrad's,\n"
                       "            oneDNN's scratchpad (/4MK, peak RSS: grad-x's only); check = vs moegrad's output\n"

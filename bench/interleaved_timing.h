@@ -1,6 +1,7 @@
 // How `moegrad bench` times its paths: each run after a short idle (and,
-// for a path whose warm-up took under 20 ms, right after untimed runs of it
-// whose times add up to 10 ms), a warm-up round (a path between 20 and 100
+// for a path whose warm-up took under 20 ms, and then every other path
+// under 100 ms too, right after untimed runs of it whose times add up to
+// 10 ms), a warm-up round (a path between 20 and 100
 // ms warms up twice, and the faster run counts: a first run also touches
 // new buffers), then rounds that run every path once, interleaved and
 // rotated, so drift in a shared host's speed lands on every path alike.
@@ -35,6 +36,7 @@ struct TimedPath {
   Stats ms;
   bool primed = false;  // set by warm_up: each timed run follows 10 ms of untimed ones
   std::function<void()> kept{};
+  bool may_prime = true;  // false: never primed, nor a reason to prime the others
 };
 
 // Runs each path once (twice between 20 and 100 ms), as the warm-up of

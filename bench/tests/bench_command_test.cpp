@@ -825,11 +825,13 @@ namespace {
 // A path whose warm-up run took under 20 ms runs untimed, back to back,
 // until those runs add up to 10 ms, right before each timed run (so a short
 // call is timed with its caches and its threads' CPUs as a loop of calls
-// leaves them, not as 20 ms of idle leaves them); a longer one runs once.
-// A warm-up run of 20 to 100 ms is followed by a second, and the faster
-// decides (a first run also touches new buffers); past 100 ms, and after
-// the warm-up, nothing changes the decision. The paths report made-up
-// times and count their calls; no clock is read.
+// leaves them, not as 20 ms of idle leaves them), and so, then, does every
+// other path whose warm-up ran under 100 ms (paths are compared with each
+// other: they are timed alike); a path past 100 ms runs once. A warm-up
+// run of 20 to 100 ms is followed by a second, and the faster decides (a
+// first run also touches new buffers); after the warm-up nothing changes
+// the decision. The paths report made-up times and count their calls; no
+// clock is read.
 TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   int short_calls = 0, long_calls = 0, later_short_calls = 0, slow_first_calls = 0, much_later_calls = 0;
   double short_ms = 1.0;
@@ -842,6 +844,7 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
     ++short_calls;
     return short_ms++;
   });
+  // 50 ms: primed as the short ones are, one untimed run a round.
   moegrad::bench::TimedPath long_path = path([&] {
     ++long_calls;
     return 50.0;
@@ -851,7 +854,8 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   // 50 ms (its buffers' first touch), then 4 ms a call: primed after the
   // second look. Its untimed runs: 4+4+4 = 12 ms before each timed one.
   moegrad::bench::TimedPath slow_first_path = path([&] { return ++slow_first_calls == 1 ? 50.0 : 4.0; });
-  // 50, 50, then 1 ms: the warm-up's two runs decide, not what comes later.
+  // 50, 50, then 1 ms: primed for its 50 ms warm-up beside the short ones;
+  // 10 untimed runs of 1 ms a round then.
   moegrad::bench::TimedPath much_later_path = path([&] { return ++much_later_calls <= 2 ? 50.0 : 1.0; });
   std::vector<moegrad::bench::TimedPath*> paths{&short_path, &long_path, &later_short_path, &slow_first_path,
                                                 &much_later_path};
@@ -865,10 +869,10 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   // Round 1: untimed 2+3+4+5 = 14 ms, timed 6. Round 2: untimed 7+8 = 15,
   // timed 9. Round 3: untimed 10, timed 11.
   EXPECT_EQ(short_calls, 1 + (4 + 1) + (2 + 1) + (1 + 1));
-  EXPECT_EQ(long_calls, 2 + 3);
+  EXPECT_EQ(long_calls, 2 + 3 * (1 + 1));
   EXPECT_EQ(later_short_calls, 1 + 3);
   EXPECT_EQ(slow_first_calls, 2 + 3 * (3 + 1));
-  EXPECT_EQ(much_later_calls, 2 + 3);
+  EXPECT_EQ(much_later_calls, 2 + 3 * (10 + 1));
   EXPECT_EQ(short_path.ms.min, 6.0);
   EXPECT_EQ(short_path.ms.median, 9.0);
   EXPECT_EQ(short_path.ms.max, 11.0);
@@ -878,9 +882,45 @@ TEST(InterleavedTiming, AShortPathRunsUntimedFor10MsRightBeforeEachTimedRun) {
   EXPECT_EQ(much_later_path.ms.median, 1.0);
 }
 
+// Without a path under 20 ms none is primed, whatever runs under 100 ms;
+// a path that may not be primed (the FMA loop's) is neither primed nor
+// makes the others be.
+TEST(InterleavedTiming, PathsAreOnlyPrimedBesideAShortOne) {
+  int a_calls = 0, b_calls = 0, loop_calls = 0;
+  moegrad::bench::TimedPath a{[] { return true; }, [&] { return ++a_calls, 30.0; }, [] {}, {}, false};
+  moegrad::bench::TimedPath b{[] { return true; }, [&] { return ++b_calls, 90.0; }, [] {}, {}, false};
+  moegrad::bench::TimedPath loop{[] { return true; }, [&] { return ++loop_calls, 5.0; }, [] {}, {}, false, {}, false};
+  std::vector<moegrad::bench::TimedPath*> paths{&a, &b, &loop};
+  const double round_seconds = moegrad::bench::warm_up(paths);
+  EXPECT_FALSE(a.primed);
+  EXPECT_FALSE(b.primed);
+  EXPECT_FALSE(loop.primed);
+  moegrad::bench::time_interleaved(paths, 2);
+  EXPECT_EQ(a_calls, 2 + 2);  // a second look each (20 to 100 ms), then one run a round
+  EXPECT_EQ(b_calls, 2 + 2);
+  EXPECT_EQ(loop_calls, 1 + 2);
+  EXPECT_GE(round_seconds, 0.0);
+  // With a 4 ms path beside them, the two are primed (one untimed run a
+  // round each); the loop still is not.
+  int c_calls = 0;
+  moegrad::bench::TimedPath c{[] { return true; }, [&] { return ++c_calls, 4.0; }, [] {}, {}, false};
+  paths.push_back(&c);
+  moegrad::bench::warm_up(paths);
+  EXPECT_TRUE(a.primed);
+  EXPECT_TRUE(b.primed);
+  EXPECT_TRUE(c.primed);
+  EXPECT_FALSE(loop.primed);
+  a_calls = b_calls = loop_calls = c_calls = 0;
+  moegrad::bench::time_interleaved(paths, 2);
+  EXPECT_EQ(a_calls, 2 * (1 + 1));
+  EXPECT_EQ(b_calls, 2 * (1 + 1));
+  EXPECT_EQ(c_calls, 2 * (3 + 1));  // 4+4+4 = 12 ms untimed, then the timed one
+  EXPECT_EQ(loop_calls, 2);
+}
+
 // Only a timed run of a path is kept: kept() follows each of the rounds'
 // runs, not the warm-up's (two here: 50 ms) nor the untimed runs before a
-// short path's timed ones. So the FMA loop's peak, a median of the runs it
+// primed path's timed ones (both are primed: one is short). So the FMA loop's peak, a median of the runs it
 // keeps, has no warm-up run in it, as a path's median has none: its runs
 // count grows by the rounds alone.
 TEST(InterleavedTiming, OnlyTimedRunsAreKept) {
@@ -895,7 +935,7 @@ TEST(InterleavedTiming, OnlyTimedRunsAreKept) {
   EXPECT_EQ(kept, 0);
   EXPECT_EQ(short_kept, 0);
   moegrad::bench::time_interleaved(paths, 3);
-  EXPECT_EQ(runs, 2 + 3);
+  EXPECT_EQ(runs, 2 + 3 * (1 + 1));
   EXPECT_EQ(kept, 3);
   EXPECT_EQ(short_runs, 1 + 3 * (10 + 1));
   EXPECT_EQ(short_kept, 3);

@@ -124,7 +124,8 @@ TEST_F(FakeRoot, PathWithColonsAndOptionalFields) {
 // not looked up in the v2 mount, nor the other way round.
 TEST_F(FakeRoot, EachPathInItsOwnHierarchy) {
   write("/proc/self/cgroup", "4:cpu:/v1only\n0::/v2only\n");
-  write("/proc/self/mountinfo", cgroup_mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + cgroup_mount_line(33, "/", "/cg2", "cgroup2", "rw"));
+  write("/proc/self/mountinfo",
+        cgroup_mount_line(32, "/", "/cg1", "cgroup", "rw,cpu") + cgroup_mount_line(33, "/", "/cg2", "cgroup2", "rw"));
   write("/cg2/v1only/cpu.max", "10000 100000\n");
   write_v1("/cg1/v2only", "10000");
   EXPECT_EQ(limit(), std::nullopt);
@@ -160,9 +161,7 @@ TEST_F(FakeRoot, EscapedMountPoint) {
 // mount without the cpu controller (hybrid systems) add nothing.
 TEST_F(FakeRoot, V1CpuController) {
   write("/proc/self/cgroup", "12:memory:/job\n4:cpu,cpuacct:/job/step\n1:name=systemd:/job\n0::/job\n");
-  write("/proc/self/mountinfo", cgroup_mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
-                                    cgroup_mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
-                                    cgroup_mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", moegrad::test::hybrid_cgroup_mounts());
   write_v1("/sys/fs/cgroup/memory/job", "100000");  // not the cpu hierarchy
   write_v1("/sys/fs/cgroup/cpu,cpuacct/job/step", "-1");
   EXPECT_EQ(limit(), std::nullopt);

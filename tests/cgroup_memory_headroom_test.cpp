@@ -81,16 +81,13 @@ TEST_F(Headroom, UsePastTheLimitOrAllReclaimable) {
 // directories and a v2 mount without the memory controller add nothing.
 TEST_F(Headroom, V1MemoryController) {
   write("/proc/self/cgroup", "12:memory:/job\n4:cpu,cpuacct:/job\n0::/job\n");
-  write("/proc/self/mountinfo", cgroup_mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
-                                    cgroup_mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
-                                    cgroup_mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw"));
+  write("/proc/self/mountinfo", moegrad::test::hybrid_cgroup_mounts());
   const std::string unlimited = "9223372036854771712";
   for (const char* dir : {"/sys/fs/cgroup/cpu,cpuacct/job", "/sys/fs/cgroup/memory/job"}) {
     write(std::string(dir) + "/memory.limit_in_bytes", std::to_string(kGiB) + "\n");
     write(std::string(dir) + "/memory.usage_in_bytes", std::to_string(600 * kMiB) + "\n");
-    write(std::string(dir) + "/memory.stat",
-          "cache 1\ninactive_file " + std::to_string(10 * kMiB) + "\ntotal_inactive_file " + std::to_string(100 * kMiB) +
-              "\n");
+    write(std::string(dir) + "/memory.stat", "cache 1\ninactive_file " + std::to_string(10 * kMiB) +
+                                                 "\ntotal_inactive_file " + std::to_string(100 * kMiB) + "\n");
   }
   write("/sys/fs/cgroup/memory/job/memory.limit_in_bytes", unlimited + "\n");
   EXPECT_EQ(headroom(), std::nullopt);

@@ -49,7 +49,8 @@ std::optional<uint64_t> headroom_at(const cgroup::Dir& dir) {
   const std::optional<uint64_t> usage =
       bytes_in(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes"));
   if (!usage) return limit;
-  const uint64_t inactive_file = stat_field(dir.path + "/memory.stat", dir.v2 ? "inactive_file" : "total_inactive_file");
+  const uint64_t inactive_file =
+      stat_field(dir.path + "/memory.stat", dir.v2 ? "inactive_file" : "total_inactive_file");
   const uint64_t working_set = *usage - std::min(inactive_file, *usage);
   return *limit - std::min(working_set, *limit);
 }

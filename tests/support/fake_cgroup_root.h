@@ -41,4 +41,12 @@ inline std::string cgroup_mount_line(int id, const std::string& root, const std:
          " rw,nosuid,nodev,noexec,relatime" + fields + " - " + fstype + " " + fstype + " " + super_options + "\n";
 }
 
+// A hybrid system's mounts: v1 memory, v1 cpu with cpuacct, and v2 without
+// either controller.
+inline std::string hybrid_cgroup_mounts() {
+  return cgroup_mount_line(31, "/", "/sys/fs/cgroup/memory", "cgroup", "rw,memory") +
+         cgroup_mount_line(32, "/", "/sys/fs/cgroup/cpu,cpuacct", "cgroup", "rw,cpu,cpuacct") +
+         cgroup_mount_line(33, "/", "/sys/fs/cgroup/unified", "cgroup2", "rw");
+}
+
 }  // namespace moegrad::test

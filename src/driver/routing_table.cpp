@@ -14,14 +14,19 @@ moegrad_status build_group_start(const IndexView& gl, int32_t group_list_type, i
   if (group_list_type == MOEGRAD_GROUP_LIST_COUNT) {
     // Negative counts first: a later negative count may bring a sum that
     // ran past M back to it ([9, -5] with M = 4), and then the only broken
-    // rule is the sign.
+    // rule is the sign. Each count is read once, kept in group_start until
+    // the sums replace it: read again, a count another thread wrote
+    // between the two loops would escape the sign check ([-1, 3] with
+    // M = 2 sums to M and starts a group at row -1).
     for (int64_t g = 0; g < G; ++g) {
-      if (const int64_t count = gl.at(g); count < 0)
+      const int64_t count = gl.at(g);
+      if (count < 0)
         return fail(MOEGRAD_STATUS_NEGATIVE_GROUP_COUNT, "group_list[%" PRId64 "]=%" PRId64 " is negative", g, count);
+      group_start[g + 1] = count;
     }
     int64_t sum = 0;
     for (int64_t g = 0; g < G; ++g) {
-      const int64_t count = gl.at(g);
+      const int64_t count = group_start[g + 1];
       if (count > M - sum)  // also rules out overflow of the running sum
         return fail(MOEGRAD_STATUS_GROUP_SUM_MISMATCH,
                     "group counts exceed M=%" PRId64 " at group_list[%" PRId64 "]=%" PRId64 " (running sum %" PRId64 ")",

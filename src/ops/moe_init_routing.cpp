@@ -126,6 +126,7 @@ moegrad_status MoeInitRoutingOp::init(const moegrad_moe_init_routing_args* args,
   WorkspaceLayout layout;
   if (!layout.book(static_cast<size_t>(G_) + 1, sizeof(int64_t), 1, &start_) ||
       !layout.book(static_cast<size_t>(G_), sizeof(int64_t), 1, &cursor_) ||
+      !layout.book(static_cast<size_t>(slots), sizeof(int32_t), 1, &expert_) ||
       !layout.book(static_cast<size_t>(slots), sizeof(int64_t), 1, &pos_) || !layout.total(&workspace_bytes_))
     return fail(MOEGRAD_STATUS_SIZE_OVERFLOW, "moe_init_routing: workspace size overflows size_t (batch*top_k=%" PRId64
                 ")", slots);
@@ -140,8 +141,12 @@ int64_t MoeInitRoutingOp::expert_at(int64_t p) const {
 
 // Counting sort: start[g] = first sorted slot of expert g, pos[] = original
 // positions in (expert, p) order. Fails on an expert outside [0, G) before
-// anything is written.
-moegrad_status MoeInitRoutingOp::sort_slots(int64_t* start, int64_t* cursor, int64_t* pos) const {
+// anything is written. expert_idx is read once, into expert[] (G <= 2^31-1,
+// so an id fits in int32): where it is read again, another thread writing
+// it during the call could place more slots in an expert than were counted,
+// past the end of pos. With one read such a race gives a routing of what
+// was read, never a write outside the buffers.
+moegrad_status MoeInitRoutingOp::sort_slots(int64_t* start, int64_t* cursor, int32_t* expert, int64_t* pos) const {
   const int64_t slots = batch_ * top_k_;
   std::fill(start, start + G_ + 1, 0);
   for (int64_t p = 0; p < slots; ++p) {
@@ -149,13 +154,14 @@ moegrad_status MoeInitRoutingOp::sort_slots(int64_t* start, int64_t* cursor, int
     if (g < 0 || g >= G_)
       return fail(MOEGRAD_STATUS_EXPERT_OUT_OF_RANGE, "expert_idx[%" PRId64 ", %" PRId64 "]=%" PRId64
                   " is not in [0, G=%" PRId64 ")", p / top_k_, p % top_k_, g, G_);
+    expert[p] = static_cast<int32_t>(g);
     ++start[g + 1];
   }
   for (int64_t g = 0; g < G_; ++g) {
     start[g + 1] += start[g];
     cursor[g] = start[g];
   }
-  for (int64_t p = 0; p < slots; ++p) pos[cursor[expert_at(p)]++] = p;
+  for (int64_t p = 0; p < slots; ++p) pos[cursor[expert[p]]++] = p;
   return MOEGRAD_STATUS_SUCCESS;
 }
 
@@ -179,7 +185,7 @@ moegrad_status MoeInitRoutingOp::run(void* workspace, runtime::ThreadPool& pool,
   int64_t* start = start_.at<int64_t>(base);
   int64_t* cursor = cursor_.at<int64_t>(base);
   int64_t* pos = pos_.at<int64_t>(base);
-  if (auto s = sort_slots(start, cursor, pos)) return s;
+  if (auto s = sort_slots(start, cursor, expert_.at<int32_t>(base), pos)) return s;
 
   // Capacity, then active_num; kept rows are compacted to the front of pos
   // in place (a row never moves to a higher index, so ascending is safe).

@@ -29,7 +29,7 @@ class MoeInitRoutingOp final : public Op {
 
  private:
   int64_t expert_at(int64_t p) const;
-  moegrad_status sort_slots(int64_t* start, int64_t* cursor, int64_t* pos) const;
+  moegrad_status sort_slots(int64_t* start, int64_t* cursor, int32_t* expert, int64_t* pos) const;
   void copy_rows(const int64_t* pos, int64_t M, int64_t i0, int64_t i1) const;
 
   DType dtype_ = DType::kF32;
@@ -46,7 +46,7 @@ class MoeInitRoutingOp final : public Op {
   IndexOut row_idx_, group_list_;
   int64_t* num_rows_ = nullptr;
 
-  BookedRegion start_, cursor_, pos_;
+  BookedRegion start_, cursor_, expert_, pos_;
 };
 
 }  // namespace moegrad::ops

@@ -62,13 +62,15 @@ moegrad_status validate_grad_x_args(const moegrad_grad_x_args* args, GradXProble
   if (gx.shape[0] != args->batch || gx.shape[1] != K)
     return fail(MOEGRAD_STATUS_GRAD_X_SHAPE, "grad_x.shape=[%" PRId64 ", %" PRId64 "] but [batch, K]=[%" PRId64 ", %" PRId64 "]",
                 gx.shape[0], gx.shape[1], args->batch, K);
-  if (overlapping_dim(gx, 2) >= 0) {
+  if (const int d = overlapping_dim(gx, 2); d >= 0) {
     // The caller's strides: validation takes a one-element dimension's
     // stride beyond 2^31 - 1 as 0 (tensor_check.cpp).
     const int64_t* given = args->grad_x->strides != nullptr ? args->grad_x->strides : gx.stride;
-    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: each must be positive and, smallest "
-                "first, beyond the span of the smaller ones (elements may overlap)",
-                given[0], given[1]);
+    if (gx.stride[d] <= 0)
+      return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: stride[%d] is not positive; "
+                  "an output's strides (of dimensions longer than 1) must be", given[0], given[1], d);
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "grad_x strides [%" PRId64 ", %" PRId64 "]: each must be, smallest first, "
+                "beyond the span of the smaller ones (elements would overlap)", given[0], given[1]);
   }
 
   // §4.7 lengths, before the address checks below: a tensor whose shape

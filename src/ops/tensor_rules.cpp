@@ -36,11 +36,12 @@ moegrad_status check_output_dtype(DType out, DType input, const char* name, cons
 
 moegrad_status check_writable(const Tensor& t) {
   const int d = overlapping_dim(t.layout, t.rank);
-  if (d >= 0)
-    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " is not positive or not beyond the span of the smaller strides "
-                "(elements may overlap)",
-                t.name, d, t.stride(d));
-  return MOEGRAD_STATUS_SUCCESS;
+  if (d < 0) return MOEGRAD_STATUS_SUCCESS;
+  if (t.stride(d) <= 0)
+    return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " is not positive: an output's strides (of "
+                "dimensions longer than 1) must be", t.name, d, t.stride(d));
+  return fail(MOEGRAD_STATUS_BAD_LAYOUT, "%s: stride[%d]=%" PRId64 " is not beyond the span of the smaller strides "
+              "(elements would overlap)", t.name, d, t.stride(d));
 }
 
 moegrad_status check_no_aliasing(const Tensor* const* outputs, int num_outputs, const Tensor* const* all,

@@ -19,7 +19,9 @@
 #include "dense_bytes.h"
 #include "dl_tensor.h"
 #include "flags.h"
+#include "gib_text.h"
 #include "npy.h"
+#include "peak_rss.h"
 
 namespace moegrad::cli {
 namespace {
@@ -156,6 +158,22 @@ void refuse_output_over_input(const std::string& out_path, std::initializer_list
   }
 }
 
+// grad_x and the workspace, before either is backed: where they exceed the
+// memory available (MemAvailable or a cgroup's headroom), backing them may
+// still succeed (Linux overcommits up to about the machine's RAM) and
+// filling them gets the process killed with no message, its temporary
+// output left behind. The inputs are mapped files, whose pages the kernel
+// can drop and read again.
+void refuse_beyond_available_memory(const std::string& grad_x_what, uint64_t grad_x_bytes, uint64_t workspace_bytes) {
+  uint64_t need = 0;
+  if (__builtin_add_overflow(grad_x_bytes, workspace_bytes, &need)) need = UINT64_MAX;
+  const std::optional<bench::AvailableMemory> available = bench::memory_short_of(need);
+  if (!available) return;
+  const auto [need_text, available_text] = gib_texts(need, available->bytes);
+  data_error("grad-x: " + grad_x_what + " and the workspace need " + need_text + ", more than the " +
+             available_text + " available (" + available->source() + ")");
+}
+
 }  // namespace
 
 int cmd_grad_x(std::span<char* const> args) {
@@ -236,6 +254,7 @@ int cmd_grad_x(std::span<char* const> args) {
     if (threads) ctx.set_num_threads(static_cast<int32_t>(*threads));
     if (fast_bf16) ctx.set_fast_bf16(true);
     moegrad::GradXExecutor executor(op_args, ctx);
+    refuse_beyond_available_memory(grad_x_what, out_bytes, executor.workspace_bytes());
     grad_x_buf.back(grad_x_what.c_str());
     AlignedBuffer workspace(executor.workspace_bytes(), "the workspace");
     executor.run(workspace.data(), workspace.size(), ctx);

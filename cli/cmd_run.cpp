@@ -104,6 +104,7 @@ Timing run_fused(const moegrad_grad_x_args& args, const moegrad::Context& ctx,
   moegrad::GradXExecutor executor(args, ctx);
   const double plan_ms = ms_since(t0);
   if (workspace.size() < executor.workspace_bytes()) {
+    check_workspace_fits(executor.workspace_bytes(), ctx.num_threads());
     workspace = AlignedBuffer(executor.workspace_bytes(), "the workspace");
   }
   const Clock::time_point t1 = Clock::now();
@@ -152,8 +153,9 @@ void compare_nonfused(const RunProblem& problem, const GradXBuffer& fused,
   // not fit: the report then says so instead of being lost to an error.
   const uint64_t need = r.nonfused_bytes + problem.grad_x_bytes();  // each checked, far below 2^63
   if (const std::optional<bench::AvailableMemory> available = bench::memory_short_of(need)) {
-    r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need " + gib_text(need) + ", " +
-                         gib_text(available->bytes) + " are available (" + available->source() + ")";
+    const auto [need_text, available_text] = gib_texts(need, available->bytes);
+    r.nonfused_skipped = "its d_expanded_x (4*M*K) and grad_x need " + need_text + ", " + available_text +
+                         " are available (" + available->source() + ")";
     return;
   }
   AlignedBuffer d_expanded_x;
@@ -213,7 +215,7 @@ int cmd_run(std::span<char* const> args) {
   // Its threads start at set_num_threads or its first run, after the inputs
   // are made (on every core): its count is known before.
   moegrad::Context ctx;
-  check_run_shape(shape, threads ? static_cast<int32_t>(*threads) : ctx.num_threads());
+  check_run_shape(shape);
   RunReport r;
   r.shape = shape;
   const RunProblem problem(shape);

@@ -28,10 +28,12 @@ uint64_t checked_bytes(std::initializer_list<int64_t> dims, uint64_t element_byt
 // About the bytes a run holds at once before its non-fused step: grad_y,
 // weight, the routing (while it is built, 16 bytes a slot and 24 an
 // expert: routing.cpp), two grad_x (the result and the determinism
-// rerun's) and the workspace (README: 5 bytes a row, 1 a token, 24 an
-// expert, and its workers' regions, a few MiB each: 16 MiB a thread
-// bounds them). Each size fits in 64 bits (checked first).
-uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
+// rerun's) and the workspace's tables (README: 5 bytes a row, 1 a token,
+// 24 an expert). The workers' regions are not known before the plan, and
+// check_workspace_fits takes them then: a bound per thread (16 MiB) refused
+// a shape of 8 tokens at 4096 threads, whose workspace is 0.3 MB. Each size
+// fits in 64 bits (checked first).
+uint64_t fused_run_bytes(const RunShape& s) {
   const int64_t m = s.batch * s.top_k;
   const auto element = static_cast<uint64_t>(format_bytes(s.format));
   uint64_t total = 0;
@@ -40,8 +42,7 @@ uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
                                checked_bytes({m}, 16 + 5, "the routing and the workspace's row tables"),
                                checked_bytes({s.experts}, 24 + 24, "the routing and the workspace's expert tables"),
                                checked_bytes({s.batch}, 2 * sizeof(float) * static_cast<uint64_t>(s.k) + 1,
-                                             "two grad_x and the workspace's token table"),
-                               checked_bytes({threads}, uint64_t{16} << 20, "the workers' regions")})
+                                             "two grad_x and the workspace's token table")})
     if (__builtin_add_overflow(total, bytes, &total)) usage_error("run: the shape's total size overflows 64 bits");
   return total;
 }
@@ -50,13 +51,14 @@ uint64_t fused_run_bytes(const RunShape& s, int32_t threads) {
 // what the kernel says is available, each allocation alone may still
 // succeed (Linux overcommits), and filling them would get the process
 // killed part-way with no message.
-void check_fits_in_memory(const RunShape& s, int32_t threads) {
-  const uint64_t need = fused_run_bytes(s, threads);
+void check_fits_in_memory(const RunShape& s) {
+  const uint64_t need = fused_run_bytes(s);
   const std::optional<bench::AvailableMemory> available = bench::memory_short_of(need);
   if (!available) return;
-  data_error("run: this shape needs about " + gib_text(need) +
-             " at once (grad_y, weight, the routing, two grad_x, the workspace), more than the " +
-             gib_text(available->bytes) + " available (" + available->source() + "): choose a smaller shape");
+  const auto [need_text, available_text] = gib_texts(need, available->bytes);
+  data_error("run: this shape needs about " + need_text +
+             " at once (grad_y, weight, the routing, two grad_x, the workspace's tables), more than the " +
+             available_text + " available (" + available->source() + "): choose a smaller shape");
 }
 
 // Every size the run will allocate fits in 64 bits, checked before the
@@ -75,7 +77,16 @@ const RunShape& checked_shape(const RunShape& s) {
 
 }  // namespace
 
-void check_run_shape(const RunShape& s, int32_t threads) { check_fits_in_memory(checked_shape(s), threads); }
+void check_run_shape(const RunShape& s) { check_fits_in_memory(checked_shape(s)); }
+
+void check_workspace_fits(uint64_t workspace_bytes, int32_t threads) {
+  const std::optional<bench::AvailableMemory> available = bench::memory_short_of(workspace_bytes);
+  if (!available) return;
+  const auto [need_text, available_text] = gib_texts(workspace_bytes, available->bytes);
+  data_error("run: the workspace for " + std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") +
+             " needs " + need_text + ", more than the " + available_text + " available (" + available->source() +
+             ") beside the inputs and grad_x: use fewer --threads or a smaller shape");
+}
 
 
 RunProblem::RunProblem(const RunShape& s)

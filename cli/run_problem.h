@@ -29,12 +29,16 @@ struct GradXBuffer {
 };
 
 // Refuses, before anything is allocated, a shape one of whose sizes needs
-// more than 64 bits (a usage error) and one whose buffers together, with a
-// workspace for `threads` workers, exceed the memory available
+// more than 64 bits (a usage error) and one whose buffers together, with
+// the workspace's tables, exceed the memory available
 // (bench::available_memory: MemAvailable or a cgroup's limit; Linux overcommits:
 // each allocation could succeed and filling them get the process killed
 // part-way, with no message). Throws CliError.
-void check_run_shape(const RunShape& shape, int32_t threads);
+void check_run_shape(const RunShape& shape);
+// Refuses a planned workspace (the workers' regions with the tables) that
+// exceeds the memory available, called before it is allocated, once the
+// inputs and grad_x are: their pages count as used by then. Throws CliError.
+void check_workspace_fits(uint64_t workspace_bytes, int32_t threads);
 
 class RunProblem {
  public:

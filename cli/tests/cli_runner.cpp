@@ -11,10 +11,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "runtime/cgroup_memory_headroom.h"
 
 extern char** environ;
 
@@ -200,6 +203,22 @@ void CliTest::expect_error(const std::vector<std::string>& args, int exit_code, 
   EXPECT_NE(r.err.find(needle), std::string::npos)
       << cmd << "\nstderr: " << r.err << "\nexpected to mention: " << needle;
   EXPECT_EQ(listing(), before) << cmd << ": a file was left behind";
+}
+
+// MemAvailable from /proc/meminfo, read here apart from the CLI's reader,
+// or the memory cgroups' headroom where that is less (its own tests:
+// cgroup_memory_headroom_test); nullopt where neither can be read.
+std::optional<uint64_t> mem_available_bytes() {
+  std::optional<uint64_t> available = moegrad::runtime::cgroup_memory_headroom();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib) {
+    std::getline(meminfo, unit);
+    if (key == "MemAvailable:") return std::min(available.value_or(kib * 1024), kib * 1024);
+  }
+  return available;
 }
 
 }  // namespace moegrad::cli_test

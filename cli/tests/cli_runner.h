@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -105,5 +106,10 @@ class CliTest : public ::testing::Test {
 
   std::optional<test::ScratchDir> scratch_;
 };
+
+// MemAvailable from /proc/meminfo, read apart from the CLI's reader, or the
+// memory cgroups' headroom where that is less; nullopt where neither can be
+// read.
+std::optional<uint64_t> mem_available_bytes();
 
 }  // namespace moegrad::cli_test

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -249,7 +250,9 @@ TEST_F(GradXErrorTest, AnOutputTooLargeForMemoryNamesItsShape) {
 // does not match, with a --batch whose grad_x (40 GiB) the command may not
 // have (1 GiB of data here), is reported as the mismatch, not as "out of
 // memory" for grad_x; with the shapes right, grad_x's memory is refused as
-// such. Nothing is left beside the output either way.
+// such: as more than the memory available where that is under 40 GiB,
+// else as an allocation beyond the cap. Nothing is left beside the output
+// either way.
 TEST_F(GradXErrorTest, AShapeErrorIsReportedBeforeGradXIsGivenMemory) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "a sanitizer's shadow memory needs more data than the cap leaves";
@@ -262,11 +265,34 @@ TEST_F(GradXErrorTest, AShapeErrorIsReportedBeforeGradXIsGivenMemory) {
   *(std::find(a.begin(), a.end(), "--batch") + 1) = "2147483647";
   expect_error(a, kData, "MOEGRAD_STATUS_N_MISMATCH", capped);
   EXPECT_EQ(listing(), before);
-  expect_error(with("--batch", "2147483647"), kData,
-               "out of memory: cannot allocate 42949672940 bytes for grad_x [2147483647, 5] "
-               "(--batch by the weight's K)",
-               capped);
+  expect_error(with("--batch", "2147483647"), kData, "grad_x [2147483647, 5] (--batch by the weight's K)", capped);
   EXPECT_EQ(listing(), before);
+}
+
+// A grad_x (and workspace) beyond the memory available is refused before
+// it is touched: Linux overcommits, so backing it could succeed and filling
+// it get the process killed with no message and its temporary output left
+// behind. grad_x here is twice the memory available, under a cap of 1 GiB
+// of data, so that a command without the check fails on its allocation
+// instead (as it would where the machine has less RAM than grad_x).
+TEST_F(GradXErrorTest, AnOutputBeyondTheMemoryAvailableIsRefusedBeforeItIsTouched) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's shadow memory needs more data than the cap leaves";
+#endif
+  const std::optional<uint64_t> available = mem_available_bytes();
+  if (!available) GTEST_SKIP() << "neither MemAvailable nor a cgroup's headroom can be read";
+  // A weight of K = 64 columns (zeros; N and G as the fixture's): a row of
+  // grad_x is 256 bytes, so 2^31 - 1 rows reach 512 GiB.
+  constexpr int64_t kWideK = 64;
+  const std::vector<float> zeros(static_cast<std::size_t>(p_.experts * kWideK * p_.n), 0.0f);
+  write_file("w_k64.npy", npy_file(numpy_dict("<f4", {p_.experts, kWideK, p_.n}), raw_bytes(zeros)));
+  const uint64_t rows = std::min<uint64_t>(2 * *available / (kWideK * sizeof(float)) + 1, INT32_MAX);
+  if (rows * kWideK * sizeof(float) <= *available) GTEST_SKIP() << "more memory available than 2^31 - 1 rows need";
+  std::vector<std::string> a = with("--weight", path("w_k64.npy"));
+  *(std::find(a.begin(), a.end(), "--batch") + 1) = std::to_string(rows);
+  expect_error(a, kData,
+               "grad-x: grad_x [" + std::to_string(rows) + ", 64] (--batch by the weight's K) and the workspace need ",
+               RunOptions{.data_bytes = 1ull << 30});
 }
 
 // Corrupting header bytes one at a time must give a clean result or a clean

@@ -101,6 +101,27 @@ def test_python_m_moegrad_prints_the_same_as_json(no_variables):
     assert failed.stderr.startswith("moegrad: error: MOEGRAD_NUM_THREADS='zero'")
 
 
+def test_python_m_moegrad_takes_help_and_refuses_arguments():
+    helped = subprocess.run([sys.executable, "-m", "moegrad", "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: python3 -m moegrad")
+    assert "moegrad.info()" in helped.stdout
+    extra = subprocess.run([sys.executable, "-m", "moegrad", "json"], capture_output=True, text=True)
+    assert extra.returncode == 2 and extra.stdout == ""
+    assert "unrecognized arguments: json" in extra.stderr
+
+
+def test_python_m_moegrad_into_a_closed_pipe_prints_no_traceback():
+    # The reader exits before the JSON is written (`| head -c 0`).
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-m", "moegrad"], stdout=write, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert done.returncode == 1
+    assert done.stderr == ""
+
+
 def test_the_extension_exports_no_c_api_function():
     # Exported, moegrad_* would bind to the first definition in the process
     # (another libmoegrad, a preload), not to the module's own.

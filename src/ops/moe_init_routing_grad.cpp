@@ -70,6 +70,10 @@ moegrad_status MoeInitRoutingGradOp::init(const moegrad_moe_init_routing_grad_ar
   chunks_ = std::min<int64_t>(col_blocks_ >= want ? 1 : (want + col_blocks_ - 1) / col_blocks_, p.batch);
   tokens_per_chunk_ = (p.batch + chunks_ - 1) / chunks_;
   chunks_ = (p.batch + tokens_per_chunk_ - 1) / tokens_per_chunk_;
+  // Each worker's row buffer is booked only for workers the run can give an
+  // item, as the GEMMs book theirs: a 3-token call asked 2 MiB at 4096
+  // threads for at most 3 workers.
+  workers_ = static_cast<int>(std::min<int64_t>(workers_, chunks_ * col_blocks_));  // items >= 1
   WorkspaceLayout layout;
   if (!layout.book(static_cast<size_t>(p.M), sizeof(int32_t), 1, &token_of_row_) ||
       !layout.book(static_cast<size_t>(p.M), sizeof(int32_t), 1, &rows_by_chunk_) ||

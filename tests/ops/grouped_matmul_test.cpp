@@ -420,6 +420,32 @@ TEST(GemmOps, TheForwardKeepsAWorkerForEveryTileTheRowsCanMake) {
   EXPECT_EQ(bytes[2], bytes[1]) << "64 threads, 8 tiles: no more workers than 8";
 }
 
+// moe_init_routing_grad books its per-worker row buffers for no more
+// workers than items: 3 tokens and K 8 are one column block of at most 3
+// token chunks, so 64 threads need the workspace of 3, and get the result.
+TEST(GemmOps, RoutingGradWorkspaceDoesNotGrowPastTheWorkItems) {
+  const int64_t batch = 3, K = 8;
+  HostTensor d = float_tensor(DType::kF32, {batch, K}, Fill::kSmallInt, 5);
+  HostTensor index = index_tensor(IndexDType::kI32, {batch}, {0, 1, 2});
+  size_t bytes[3] = {0, 0, 0};
+  const int32_t threads[3] = {1, 3, 64};
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(std::to_string(threads[i]) + " threads");
+    const auto ctx = make_context(fastest_isa(), threads[i]);
+    HostTensor gx = output_tensor(kDLF32, {batch, K});
+    DLTensor td = d.view(), tidx = index.view(), tgx = gx.view();
+    const moegrad_moe_init_routing_grad_args args{&td, &tidx, &tgx, batch, 1, MOEGRAD_ROW_IDX_EXPANDED_TO_ORIGINAL};
+    moegrad_op_executor* ex = nullptr;
+    ASSERT_EQ(moegrad_moe_init_routing_grad_get_workspace_size(&args, ctx.get(), &bytes[i], &ex),
+              MOEGRAD_STATUS_SUCCESS);
+    std::vector<std::byte> ws(bytes[i]);
+    EXPECT_EQ(moegrad_moe_init_routing_grad(ws.data(), ws.size(), ex, ctx.get()), MOEGRAD_STATUS_SUCCESS);
+    moegrad_op_executor_destroy(ex);
+    EXPECT_EQ(bit_values(gx), bit_values(d)) << "top_k 1: each token's row is its grad_x";
+  }
+  EXPECT_EQ(bytes[2], bytes[1]) << "64 threads, 3 items: no more workers than 3";
+}
+
 // A routing for the scatter-add tests: rows of experts with padding rows and
 // dropped slots, in either index direction. owner[i] = token of row i or -1.
 struct ScatterRouting {

@@ -17,6 +17,8 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu_affinity.h"
@@ -502,6 +504,47 @@ TEST(Cpp, ExecutorAndOneShotMatchTheCApi) {
     Call call(p, gx);
     moegrad::grad_x(call.args, ctx);
     EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::grad_x"));
+  }
+}
+
+// Without a context, the wrappers plan and run on the library's default
+// context (the C API's NULL); Context::default_context() names it, and its
+// settings cannot be read or set through the wrapper (NULL_POINTER). get()
+// gives a const context through a const Context, as the C API's runs take.
+static_assert(std::is_same<decltype(std::declval<const moegrad::Context&>().get()), const moegrad_context*>::value,
+              "a const Context yields a const moegrad_context*");
+static_assert(std::is_same<decltype(std::declval<moegrad::Context&>().get()), moegrad_context*>::value,
+              "a Context yields a moegrad_context* its setters take");
+TEST(Cpp, WithoutAContextCallsRunOnTheDefaultContext) {
+  const Problem p(api_spec(1));
+  const auto want = reference_contract_order(p);
+  {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    moegrad::GradXExecutor ex(call.args);
+    std::vector<std::byte> ws(ex.workspace_bytes());
+    ex.run(ws.data(), ws.size());
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "GradXExecutor(args).run(ws, bytes)"));
+  }
+  {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    moegrad::grad_x(call.args);
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::grad_x(args)"));
+  }
+  moegrad::Context none = moegrad::Context::default_context();
+  EXPECT_EQ(none.get(), nullptr);
+  {
+    HostTensor gx = p.make_grad_x();
+    Call call(p, gx);
+    moegrad::grad_x(call.args, none);
+    EXPECT_TRUE(bitwise_equal(read_matrix_f32(gx), want, p.K, "moegrad::grad_x(args, default_context())"));
+  }
+  try {
+    none.set_num_threads(2);
+    ADD_FAILURE() << "a setter on the default context's stand-in did not throw";
+  } catch (const moegrad::Error& e) {
+    EXPECT_EQ(e.status(), MOEGRAD_STATUS_NULL_POINTER) << e.what();
   }
 }
 

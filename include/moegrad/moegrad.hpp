@@ -6,7 +6,8 @@
 //   std::vector<unsigned char> ws(ex.workspace_bytes());   // <vector>
 //   ex.run(ws.data(), ws.size(), ctx);
 //
-// or in one call: moegrad::grad_x(args, ctx);
+// or in one call: moegrad::grad_x(args, ctx); without ctx, a call runs on
+// the library's default context (the C API's NULL).
 #ifndef MOEGRAD_MOEGRAD_HPP_
 #define MOEGRAD_MOEGRAD_HPP_
 
@@ -55,6 +56,10 @@ inline bool isa_available(moegrad_isa isa) noexcept { return moegrad_isa_availab
 class Context {
  public:
   Context() { check(moegrad_context_create(&ctx_)); }
+  // Holds none: the library's default context, which every call without a
+  // context shares (its settings come from the environment at its first
+  // use; a setter or getter on this object throws NULL_POINTER).
+  static Context default_context() noexcept { return Context(nullptr); }
   ~Context() { moegrad_context_destroy(ctx_); }
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
@@ -81,9 +86,11 @@ class Context {
   }
   void set_fast_bf16(bool enable) { check(moegrad_context_set_fast_bf16(ctx_, enable ? 1 : 0)); }
 
-  moegrad_context* get() const noexcept { return ctx_; }
+  moegrad_context* get() noexcept { return ctx_; }
+  const moegrad_context* get() const noexcept { return ctx_; }
 
  private:
+  explicit Context(moegrad_context* ctx) noexcept : ctx_(ctx) {}
   moegrad_context* ctx_ = nullptr;
 };
 
@@ -94,6 +101,8 @@ class GradXExecutor {
   GradXExecutor(const moegrad_grad_x_args& args, const Context& ctx) {
     check(moegrad_grad_x_get_workspace_size(&args, ctx.get(), &workspace_bytes_, &ex_));
   }
+  // Planned on the library's default context.
+  explicit GradXExecutor(const moegrad_grad_x_args& args) : GradXExecutor(args, Context::default_context()) {}
   ~GradXExecutor() { moegrad_executor_destroy(ex_); }
   GradXExecutor(const GradXExecutor&) = delete;
   GradXExecutor& operator=(const GradXExecutor&) = delete;
@@ -109,7 +118,7 @@ class GradXExecutor {
   }
 
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-  void run(void* workspace, std::size_t workspace_bytes, const Context& ctx) {
+  void run(void* workspace, std::size_t workspace_bytes, const Context& ctx = Context::default_context()) {
     check(moegrad_grad_x(workspace, workspace_bytes, ex_, ctx.get()));
   }
 
@@ -119,7 +128,7 @@ class GradXExecutor {
 };
 
 // One-shot: plan, allocate, run, free.
-inline void grad_x(const moegrad_grad_x_args& args, const Context& ctx) {
+inline void grad_x(const moegrad_grad_x_args& args, const Context& ctx = Context::default_context()) {
   check(moegrad_grad_x_run(&args, ctx.get()));
 }
 

@@ -114,7 +114,7 @@ typedef struct moegrad_moe_init_routing_args {
  * limit, so that no caller allocates an expanded_x the operator must
  * refuse). With row_idx_type 1, expanded_row_idx has batch*top_k entries,
  * which must be within that limit too. The operator's workspace, a
- * counting sort of every slot, is about 8*batch*top_k + 16*G bytes however
+ * counting sort of every slot, is about 12*batch*top_k + 16*G bytes however
  * small R is. */
 MOEGRAD_API moegrad_status moegrad_moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t num_experts,
                                                              int64_t active_num, int64_t capacity,
@@ -237,23 +237,26 @@ namespace moegrad {
 
 /* A planned, single-use run of a layer operator (RAII over moegrad_op_executor).
  * A moved-from one holds no plan (workspace_bytes() 0; run throws NULL_POINTER).
+ * Without ctx, planning and runs use the library's default context.
  *   moegrad::OpExecutor ex(args, ctx);            // validate + plan (throws moegrad::Error)
  *   std::vector<unsigned char> ws(ex.workspace_bytes());  // <vector>
  *   ex.run(ws.data(), ws.size(), ctx); */
 class OpExecutor {
  public:
-  explicit OpExecutor(const moegrad_moe_init_routing_args& a, const Context& ctx)
+  explicit OpExecutor(const moegrad_moe_init_routing_args& a, const Context& ctx = Context::default_context())
       : run_(moegrad_moe_init_routing) {
     check(moegrad_moe_init_routing_get_workspace_size(&a, ctx.get(), &workspace_bytes_, &ex_));
   }
-  explicit OpExecutor(const moegrad_grouped_matmul_args& a, const Context& ctx) : run_(moegrad_grouped_matmul) {
+  explicit OpExecutor(const moegrad_grouped_matmul_args& a, const Context& ctx = Context::default_context())
+      : run_(moegrad_grouped_matmul) {
     check(moegrad_grouped_matmul_get_workspace_size(&a, ctx.get(), &workspace_bytes_, &ex_));
   }
-  explicit OpExecutor(const moegrad_grouped_matmul_weight_grad_args& a, const Context& ctx)
+  explicit OpExecutor(const moegrad_grouped_matmul_weight_grad_args& a,
+                      const Context& ctx = Context::default_context())
       : run_(moegrad_grouped_matmul_weight_grad) {
     check(moegrad_grouped_matmul_weight_grad_get_workspace_size(&a, ctx.get(), &workspace_bytes_, &ex_));
   }
-  explicit OpExecutor(const moegrad_moe_init_routing_grad_args& a, const Context& ctx)
+  explicit OpExecutor(const moegrad_moe_init_routing_grad_args& a, const Context& ctx = Context::default_context())
       : run_(moegrad_moe_init_routing_grad) {
     check(moegrad_moe_init_routing_grad_get_workspace_size(&a, ctx.get(), &workspace_bytes_, &ex_));
   }
@@ -273,7 +276,7 @@ class OpExecutor {
   }
 
   std::size_t workspace_bytes() const noexcept { return workspace_bytes_; }
-  void run(void* workspace, std::size_t workspace_bytes, const Context& ctx) {
+  void run(void* workspace, std::size_t workspace_bytes, const Context& ctx = Context::default_context()) {
     check(run_(workspace, workspace_bytes, ex_, ctx.get()));
   }
 
@@ -294,17 +297,20 @@ inline int64_t moe_init_routing_max_rows(int64_t batch, int64_t top_k, int64_t n
   return rows;
 }
 
-/* One-shot calls: plan, allocate the workspace, run, free. */
-inline void moe_init_routing(const moegrad_moe_init_routing_args& a, const Context& ctx) {
+/* One-shot calls: plan, allocate the workspace, run, free. Without ctx, on
+ * the library's default context. */
+inline void moe_init_routing(const moegrad_moe_init_routing_args& a, const Context& ctx = Context::default_context()) {
   check(moegrad_moe_init_routing_run(&a, ctx.get()));
 }
-inline void grouped_matmul(const moegrad_grouped_matmul_args& a, const Context& ctx) {
+inline void grouped_matmul(const moegrad_grouped_matmul_args& a, const Context& ctx = Context::default_context()) {
   check(moegrad_grouped_matmul_run(&a, ctx.get()));
 }
-inline void grouped_matmul_weight_grad(const moegrad_grouped_matmul_weight_grad_args& a, const Context& ctx) {
+inline void grouped_matmul_weight_grad(const moegrad_grouped_matmul_weight_grad_args& a,
+                                       const Context& ctx = Context::default_context()) {
   check(moegrad_grouped_matmul_weight_grad_run(&a, ctx.get()));
 }
-inline void moe_init_routing_grad(const moegrad_moe_init_routing_grad_args& a, const Context& ctx) {
+inline void moe_init_routing_grad(const moegrad_moe_init_routing_grad_args& a,
+                                  const Context& ctx = Context::default_context()) {
   check(moegrad_moe_init_routing_grad_run(&a, ctx.get()));
 }
 

@@ -430,6 +430,28 @@ TEST(OpsErrors, C_PlusPlusLayerThrows) {
   EXPECT_NO_THROW(moegrad::grouped_matmul(fx.args, ctx));
 }
 
+// Without a context, the C++ layer plans and runs on the library's default
+// context (the C API's NULL): the same bits as a context of its own, y
+// written by each call (refilled with the sentinel between them).
+TEST(OpsErrors, C_PlusPlusWithoutAContextRunsOnTheDefaultContext) {
+  MatmulFx fx;
+  moegrad::grouped_matmul(fx.args, moegrad::Context());
+  const std::vector<uint64_t> want = bit_values(fx.y);
+  fx.y.fill_sentinel();
+  moegrad::grouped_matmul(fx.args);
+  EXPECT_EQ(bit_values(fx.y), want);
+  fx.y.fill_sentinel();
+  moegrad::OpExecutor ex(fx.args);
+  std::vector<std::byte> ws(ex.workspace_bytes());
+  ex.run(ws.data(), ws.size());
+  EXPECT_EQ(bit_values(fx.y), want);
+  const moegrad::Context none = moegrad::Context::default_context();
+  EXPECT_EQ(none.get(), nullptr);
+  fx.y.fill_sentinel();
+  moegrad::grouped_matmul(fx.args, none);
+  EXPECT_EQ(bit_values(fx.y), want);
+}
+
 // A moved-from OpExecutor holds no plan: no workspace, and its run throws
 // NULL_POINTER without writing. Assignment used to swap, so the source went
 // on to run the target's old plan (here a weight grad, into gw).

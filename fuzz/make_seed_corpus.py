@@ -25,6 +25,30 @@ tests/hardening/kit/grad_x_case.cpp reads them:
   (the input: the first with elements from b % 5 on, grad_x skipped; how
   the ranges meet: b % 5).
 
+fuzz/corpus/ops/: inputs for fuzz_ops, laid out as the decoder in
+tests/hardening/kit/ops_case.cpp reads them:
+
+  [0] operator % 4 (moe_init_routing, grouped_matmul,
+      grouped_matmul_weight_grad, moe_init_routing_grad)
+  [1] fault (>= 160: structural fault 1 + (b - 160) % 19)
+  [2] misuse (>= 224: API misuse 1 + (b - 224) % 8, when no fault)
+  [3] dtype % 3 (f32, f16, bf16); bit 7: a GEMM's output in that dtype, else f32
+  [4] index dtypes: int32 expanded_row_idx | int32 group_list | int32 expert_idx
+  [5] flags: row_idx_type | cumsum | raw contents | values (2 bits: small
+      int, small int, uniform, raw bits) | accumulate | num_rows NULL |
+      padding rows
+  [6..10] batch (>= 240: 24 * (b - 239)), top_k, G, N, K   [11..13] keep %, empty %, tail
+  [14] capacity (>= 128: (b - 128) % 6)  [15] active_num (>= 128: (b - 128) % (slots + 3))
+  [16..] one layout byte per tensor (5, 4, 4 or 3; >= 240: raw strides,
+         one byte each, follow)
+  then pad (% 5; >= 0xE0 also: NULL data on the tensors without elements),
+  pad bytes (% 4), output guards (bits 0-1 front, 2-3 back: 0, 8, 32, 64
+  bytes; bit 4: data at element 0), isa (% 4; >= 0xC0 also: the fast bf16
+  mode), threads (1 + b % 3; bit 7: the first call one-shot, without a
+  misuse), misalign, workspace fill, seed (8 bytes)
+  then raw-content edits, then fault parameters, then the workspace-overlap
+  misuse's parameters.
+
 fuzz/corpus/npy/: .npy files (valid ones of every supported dtype, order,
 version and rank, and malformed ones) for fuzz_npy.
 
@@ -245,6 +269,119 @@ def write(dirname, seeds):
     print(f"{d}: {len(seeds)} seeds")
 
 
+OPS = {"routing": 0, "matmul": 1, "wgrad": 2, "scatter": 3}
+OP_RANKS = {0: [2, 2, 2, 1, 1], 1: [2, 3, 1, 2], 2: [2, 2, 1, 3], 3: [2, 1, 2]}  # their tensors'
+OP_OUTPUTS = {0: [2, 3, 4], 1: [3], 2: [3], 3: [2]}  # which of them are outputs
+OP_INDEX_INPUTS = {0: [1], 1: [2], 2: [2], 3: [1]}  # and index inputs
+OPS_FAULTS = ["null-args", "null-tensor", "null-shape", "null-data", "rank", "dtype", "lanes", "device",
+              "negative-dim", "dim-too-large", "stride-overflow", "misaligned-data", "byte-offset-wrap",
+              "dtype-mismatch", "output-dtype", "shape-mismatch", "empty-dim", "attribute", "aliasing"]
+OPS_MISUSES = ["null-size-out", "null-executor-out", "null-executor", "workspace-too-small", "null-workspace",
+               "workspace-overlap", "run-twice", "wrong-kind"]
+# Faults with nothing to break in an operator: the scatter-add has one float
+# input (no dtype to mismatch), routing's only float output must be x's dtype.
+OPS_FAULT_SKIPS = {("dtype-mismatch", 3), ("output-dtype", 0)}
+
+
+def ops_case(rng, op, fault=None, misuse=None, dtype=None, index_dtypes=None, flags=None, dims=None, knobs=None,
+             layouts=None, pad=None, guards=None, isa=None, threads=None, extra=b""):
+    """One input; a layout is an int (0..7) or a list [>= 240, raw strides...]."""
+    b = bytearray([op])
+    b.append(160 + fault if fault is not None else rng.randrange(160))
+    b.append(224 + misuse if misuse is not None else rng.randrange(224))
+    b.append(dtype if dtype is not None else rng.randrange(3) | rng.choice([0, 0x80]))
+    b.append(index_dtypes if index_dtypes is not None else rng.randrange(8))
+    b.append(flags if flags is not None else rng.randrange(256) & ~0x24)  # raw contents, accumulate: asked for
+    b.extend(dims if dims is not None else [rng.randrange(240), rng.randrange(250), rng.randrange(240),
+                                            rng.randrange(240), rng.randrange(240)])
+    b.extend(knobs if knobs is not None else [rng.randrange(60, 101), rng.randrange(40), rng.randrange(4),
+                                              rng.randrange(256), rng.randrange(256)])
+    if layouts is None:
+        # Valid output layouts (compact .. swap-inner); index inputs not
+        # broadcast (one value everywhere: duplicates, sums that miss);
+        # float inputs any.
+        layouts = [rng.randrange(5) if t in OP_OUTPUTS[op] else rng.randrange(6) if t in OP_INDEX_INPUTS[op]
+                   else rng.randrange(8) for t in range(len(OP_RANKS[op]))]
+    for layout in layouts:
+        b.extend(layout if isinstance(layout, list) else [layout])
+    b.extend([pad if pad is not None else rng.randrange(5), rng.randrange(4),
+              guards if guards is not None else rng.randrange(32), isa if isa is not None else rng.randrange(4),
+              threads if threads is not None else rng.randrange(256), rng.randrange(70), rng.randrange(5)])
+    b.extend(struct.pack("<Q", rng.getrandbits(64)))
+    b.extend(extra)
+    b.extend(rng.getrandbits(8) for _ in range(12))  # parameters for whatever reads next
+    return bytes(b)
+
+
+def ops_seeds():
+    rng = random.Random(20261208)
+    seeds = {}
+    # Valid calls of each operator over dtypes, index dtypes, index types,
+    # group-list forms, output dtypes, limits and layouts.
+    for name, op in OPS.items():
+        for n in range(5):
+            flags = (n & 1) | ((n >> 1 & 1) << 1) | (rng.randrange(3) << 3) | (rng.randrange(2) << 6) | (0x80 if n % 3 else 0)
+            if op == 2 and n == 4:
+                flags |= 0x20  # accumulate into an f32 grad_weight
+            seeds[f"seed-{name}-valid-{n}"] = ops_case(
+                rng, op, fault=None, misuse=None, dtype=(n % 3) | (0x80 if op in (1, 2) and n % 2 and n != 4 else 0),
+                flags=flags, knobs=[rng.randrange(60, 101), rng.randrange(30), n % 4,
+                                    rng.randrange(128, 256) if n >= 3 else 0, rng.randrange(128, 256) if n == 4 else 0])
+    # Past one block: K 260 is two reduction blocks of the forward; one
+    # expert of over 256 rows, two of the weight grad's (and of the
+    # forward's 240-row tiles); N 265 two column blocks of the weight grad.
+    seeds["seed-matmul-valid-big-k"] = ops_case(rng, 1, dims=[3, 1, 1, 3, 250], knobs=[100, 0, 0, 0, 0], flags=0x08)
+    seeds["seed-matmul-valid-many-rows"] = ops_case(rng, 1, dims=[250, 0, 0, 2, 3], knobs=[100, 0, 0, 0, 0], flags=0x10)
+    seeds["seed-wgrad-valid-many-rows"] = ops_case(rng, 2, dims=[250, 0, 0, 3, 2], knobs=[100, 0, 0, 0, 0], flags=0x10)
+    seeds["seed-wgrad-valid-big-n"] = ops_case(rng, 2, dims=[4, 1, 1, 255, 2], knobs=[100, 0, 0, 0, 0], flags=0x08)
+    seeds["seed-routing-valid-big-k"] = ops_case(rng, 0, dims=[7, 2, 3, 0, 250], flags=0x18)
+    seeds["seed-scatter-valid-big-k"] = ops_case(rng, 3, dims=[6, 2, 2, 0, 255], flags=0x80)
+    # Routing that keeps nothing (capacity 0, active_num 0: R = 0) and the
+    # raw bits of x's rows (NaN payloads copied as they are).
+    seeds["seed-routing-valid-capacity-0"] = ops_case(rng, 0, flags=0x18, knobs=[100, 0, 0, 128, 0])
+    seeds["seed-routing-valid-active-num-0"] = ops_case(rng, 0, flags=0x19, knobs=[100, 0, 0, 0, 128])
+    # The fast bf16 mode on each ISA byte (avx2 refuses it, and avx512 on a
+    # CPU without AVX512_BF16), with raw value bits, where its order shows.
+    for name, op in (("matmul", 1), ("wgrad", 2)):
+        for isa_name, isa in ISA_BYTES.items():
+            seeds[f"seed-{name}-fast-bf16-{isa_name}"] = ops_case(
+                rng, op, fault=None, misuse=None, dtype=2 | rng.choice([0, 0x80]), flags=0x18 | rng.randrange(4),
+                isa=0xC0 | isa, knobs=[rng.randrange(60, 101), rng.randrange(30), 0, 0, 0])
+    # Raw index contents: expert ids, counts, cumsums and expanded_row_idx
+    # values out of range, negative, duplicated, sums that miss M.
+    for name, op in OPS.items():
+        for n in range(2):
+            seeds[f"seed-{name}-raw-contents-{n}"] = ops_case(
+                rng, op, fault=None, misuse=None, flags=0x04 | n | (rng.randrange(2) << 1),
+                extra=bytes(rng.getrandbits(8) for _ in range(36)))
+    # Each structural fault on two operators (every operator is hit), and
+    # each misuse once. Dimensions of 2 or more and every slot kept, so
+    # that a fault needing elements, or a dimension to step, applies.
+    # FuzzCorpus tests that each decodes to its fault or misuse.
+    for f, fault in enumerate(OPS_FAULTS):
+        ops = [op for op in ((2 * f) % 4, (2 * f + 1) % 4) if (fault, op) not in OPS_FAULT_SKIPS]
+        if len(ops) < 2:
+            ops.append((2 * f + 2) % 4)
+        for op in ops:
+            name = next(k for k, v in OPS.items() if v == op)
+            seeds[f"seed-{name}-fault-{fault}"] = ops_case(
+                rng, op, fault=f, misuse=None, dims=[3, 1, 1, 2, 3], knobs=[100, 0, 0, 0, 0], flags=rng.randrange(256) & 0xC3)
+    for m, misuse in enumerate(OPS_MISUSES):
+        op = m % 4
+        name = next(k for k, v in OPS.items() if v == op)
+        seeds[f"seed-{name}-misuse-{misuse}"] = ops_case(rng, op, fault=None, misuse=m, knobs=[100, 0, 0, 0, 0],
+                                                          flags=rng.randrange(256) & 0xC3)
+    # NULL data on the tensors without elements: no row kept (no padding
+    # rows), so x and y (or grad_y, grad_expanded_x) are empty; routing with
+    # R = 0. FuzzCorpus tests that these decode to null_empty_data=1.
+    for name, op in OPS.items():
+        seeds[f"seed-{name}-null-empty-data"] = ops_case(
+            rng, op, fault=None, misuse=None, flags=0x00, pad=0xE0 | rng.randrange(5),
+            knobs=[0, 0, 0, 128 if op == 0 else 0, 0])
+    return seeds
+
+
 if __name__ == "__main__":
     write("grad_x", grad_x_seeds())
+    write("ops", ops_seeds())
     write("npy", npy_seeds())

@@ -15,6 +15,6 @@ ctest --test-dir build --output-on-failure -j"$(test_jobs build/bin/moegrad)"
 # Robustness (README "Robustness"): sanitizers, fuzzers, valgrind. Each
 # script builds in its own directory and fails on any report.
 MOEGRAD_TSAN_SUITE_BUILD=build scripts/test_sanitizers.sh  # ASan+UBSan: every C++ test; TSan: the multithreaded ones
-scripts/test_fuzz.sh         # fuzz_grad_x and fuzz_npy, fixed runs and seed
+scripts/test_fuzz.sh         # fuzz_grad_x, fuzz_ops and fuzz_npy, fixed runs and seed
 scripts/test_valgrind.sh     # a small case under valgrind memcheck
 scripts/test_cpus.sh         # the tests on emulated CPUs without AVX-512 / without AVX (qemu-user)

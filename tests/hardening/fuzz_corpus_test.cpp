@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "grad_x_case.h"
+#include "ops_case.h"
 #ifdef MGH_HAVE_NPY
 #include "npy_case.h"
 #endif
@@ -61,6 +64,16 @@ TEST_P(GradXCorpus, PassesEveryCheck) {
 
 INSTANTIATE_TEST_SUITE_P(File, GradXCorpus, ::testing::ValuesIn(corpus_files("grad_x")), test_name);
 
+class OpsCorpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OpsCorpus, PassesEveryCheck) {
+  const auto bytes = read_bytes(GetParam());
+  EXPECT_EQ(check_ops_input(bytes.data(), bytes.size()), "")
+      << GetParam() << ": " << describe_ops_input(bytes.data(), bytes.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(File, OpsCorpus, ::testing::ValuesIn(corpus_files("ops")), test_name);
+
 // MGH_FUZZ_SKIP switches checks off (kit/skip.h), for fuzzing past an open
 // bug by hand; inherited here it would let the replay pass whatever the
 // library does, so the suite refuses to run with it.
@@ -71,6 +84,7 @@ TEST(FuzzCorpus, NoCheckIsSwitchedOff) {
 
 TEST(FuzzCorpus, SeedCorporaArePresent) {
   EXPECT_GE(corpus_files("grad_x").size(), 40u);
+  EXPECT_GE(corpus_files("ops").size(), 40u);
 #ifdef MGH_HAVE_NPY
   EXPECT_GE(corpus_files("npy").size(), 20u);
 #endif
@@ -157,6 +171,72 @@ TEST(FuzzCorpus, GradXDegenerateInputs) {
     for (size_t len = 0; len <= 64; len += 3) {
       const std::vector<uint8_t> in(len, static_cast<uint8_t>(byte));
       EXPECT_EQ(check_grad_x_input(in.data(), in.size()), "") << "byte " << byte << " x " << len;
+    }
+  }
+}
+
+// fuzz/corpus/ops/seed-<operator>-<what>: each decodes to its operator; a
+// -fault-<name> file to that fault (the file names use fault_name's
+// words), a -misuse-<name> file to that misuse, a -fast-bf16-* file to the
+// mode and no fault, a -null-empty-data file to NULL data and no fault;
+// every fault and misuse has a seed, every operator valid ones, and the
+// many-rows seeds pass a row tile (240) and a reduction block (256).
+TEST(FuzzCorpus, OpsSeedsDecodeToWhatTheyAreNamedFor) {
+  auto field = [](const std::string& described, const std::string& key) {
+    std::string tag = " ";  // += : GCC 12 misreports " " + std::string (-Wrestrict, PR 105329)
+    tag += key;
+    tag += '=';
+    const size_t at = described.find(tag);
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + tag.size();
+    return described.substr(from, described.find_first_of(" (", from) - from);
+  };
+  const std::pair<const char*, const char*> ops[] = {{"routing", "moe_init_routing"},
+                                                     {"matmul", "grouped_matmul"},
+                                                     {"wgrad", "grouped_matmul_weight_grad"},
+                                                     {"scatter", "moe_init_routing_grad"}};
+  std::set<std::string> faults, misuses, valid_ops;
+  for (const std::string& file : corpus_files("ops")) {
+    const std::string name = fs::path(file).filename().string();
+    if (name.rfind("seed-", 0) != 0) continue;
+    const auto bytes = read_bytes(file);
+    std::string d = " ";
+    d += describe_ops_input(bytes.data(), bytes.size());
+    const std::string op_word = name.substr(5, name.find('-', 5) - 5), what = name.substr(6 + op_word.size());
+    const auto op = std::find_if(std::begin(ops), std::end(ops), [&](const auto& o) { return op_word == o.first; });
+    ASSERT_NE(op, std::end(ops)) << name;
+    EXPECT_EQ(field(d, "op"), op->second) << name << ":" << d;
+    if (what.rfind("fault-", 0) == 0) {
+      EXPECT_EQ(field(d, "fault"), what.substr(6)) << name << ":" << d;
+      faults.insert(what.substr(6));
+    } else if (what.rfind("misuse-", 0) == 0) {
+      EXPECT_EQ(field(d, "misuse"), what.substr(7)) << name << ":" << d;
+      misuses.insert(what.substr(7));
+    } else if (what.rfind("fast-bf16-", 0) == 0) {
+      EXPECT_EQ(field(d, "fast_bf16"), "1") << name << ":" << d;
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
+    } else if (what == "null-empty-data") {
+      EXPECT_EQ(field(d, "null_empty_data"), "1") << name << ":" << d;
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
+    } else if (what.rfind("valid-", 0) == 0) {
+      EXPECT_EQ(field(d, "fault"), "none") << name << ":" << d;
+      EXPECT_EQ(field(d, "misuse"), "none") << name << ":" << d;
+      valid_ops.insert(op_word);
+      if (what == "valid-many-rows") {
+        EXPECT_GT(std::stoi(field(d, "M")), 256) << name << ":" << d;
+      }
+    }
+  }
+  EXPECT_EQ(faults.size(), 19u);
+  EXPECT_EQ(misuses.size(), 8u);
+  EXPECT_EQ(valid_ops.size(), 4u);
+}
+
+TEST(FuzzCorpus, OpsDegenerateInputs) {
+  for (int byte : {0x00, 0x01, 0x7F, 0x80, 0xA0, 0xE0, 0xFF}) {
+    for (size_t len = 0; len <= 64; len += 3) {
+      const std::vector<uint8_t> in(len, static_cast<uint8_t>(byte));
+      EXPECT_EQ(check_ops_input(in.data(), in.size()), "") << "byte " << byte << " x " << len;
     }
   }
 }

@@ -2,7 +2,9 @@
 # (included from both; defined once).
 #   moegrad_hardening_kit - exact-size strided tensors, SPEC oracles,
 #                           scoped environment variables (scoped_env.h), the
-#                           adversarial runner and the grad-x fuzz case.
+#                           adversarial runner and the grad-x fuzz case; the
+#                           layer operators' oracles, runner, sentinel-guarded
+#                           outputs and fuzz case.
 #   moegrad_hardening_npy - the .npy fuzz case over the CLI's own reader
 #                           (cli/npy.h API; its sources built here, never copied).
 if(NOT TARGET moegrad_hardening_kit)
@@ -11,7 +13,12 @@ if(NOT TARGET moegrad_hardening_kit)
     ${CMAKE_CURRENT_LIST_DIR}/reference.cpp
     ${CMAKE_CURRENT_LIST_DIR}/runner.cpp
     ${CMAKE_CURRENT_LIST_DIR}/problem.cpp
-    ${CMAKE_CURRENT_LIST_DIR}/grad_x_case.cpp)
+    ${CMAKE_CURRENT_LIST_DIR}/grad_x_case.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/guarded_output.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/ops_reference.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/ops_runner.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/ops_case_decode.cpp
+    ${CMAKE_CURRENT_LIST_DIR}/ops_case.cpp)
   target_include_directories(moegrad_hardening_kit PUBLIC ${CMAKE_CURRENT_LIST_DIR})
   target_link_libraries(moegrad_hardening_kit PUBLIC moegrad_static)
 
